@@ -1,0 +1,24 @@
+#!/bin/sh
+# Installs recon-spec, with its test tools, into the current Python environment.
+#
+# torch: an installed torch (>= 2.4) is kept as it is. Where none is installed, the CPU
+# build of torch 2.13.0 is installed first, so that pip never resolves `torch>=2.4` to a
+# multi-GB CUDA build. Set TORCH_INDEX_URL (for example
+# https://download.pytorch.org/whl/cpu) to take that wheel from another index.
+set -eu
+cd "$(dirname "$0")"
+PYTHON=${PYTHON:-python}
+
+if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+    if [ -n "${TORCH_INDEX_URL:-}" ]; then
+        "$PYTHON" -m pip install --index-url "$TORCH_INDEX_URL" "torch==2.13.0"
+    else
+        "$PYTHON" -m pip install "torch==2.13.0"
+    fi
+fi
+"$PYTHON" -m pip install --quiet -e ".[test]"
+
+# pyenv only sees new console scripts (recon-spec) after a rehash.
+if command -v pyenv >/dev/null 2>&1; then
+    pyenv rehash
+fi

@@ -1,0 +1,1 @@
+"""properties: the conformance suite that points the spec's invariants at an implementation."""

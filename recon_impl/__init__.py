@@ -1,0 +1,40 @@
+"""recon_impl: the reconstruction loss stack in torch, for training code.
+
+Where things are:
+
+* ``config.py`` — ``ReconstructionLossConfig``, ``DisentanglementLossConfig``
+* ``reconstruction.py`` — ``reconstruction_losses``: the five terms, two diagnostics, total
+* ``total_loss.py`` — ``compute_total_loss``: reconstruction plus the auxiliary terms
+* ``logits.py`` — ``token_nll_from_logits``
+* ``trainer_flags.py`` — the trainer's command-line flags
+* ``validation.py`` — the input checks (MATH.md, "Errors")
+"""
+
+from recon_impl.config import DisentanglementLossConfig, ReconstructionLossConfig
+from recon_impl.logits import token_nll_from_logits
+from recon_impl.reconstruction import (
+    DIAGNOSTIC_NAMES,
+    RECONSTRUCTION_LOSS_NAMES,
+    RECONSTRUCTION_TERM_NAMES,
+    ReconstructionLosses,
+    reconstruction_losses,
+)
+from recon_impl.total_loss import compute_total_loss
+from recon_impl.trainer_flags import (
+    add_reconstruction_loss_arguments,
+    reconstruction_loss_config_from_args,
+)
+
+__all__ = [
+    "DIAGNOSTIC_NAMES",
+    "RECONSTRUCTION_LOSS_NAMES",
+    "RECONSTRUCTION_TERM_NAMES",
+    "DisentanglementLossConfig",
+    "ReconstructionLossConfig",
+    "ReconstructionLosses",
+    "add_reconstruction_loss_arguments",
+    "compute_total_loss",
+    "reconstruction_loss_config_from_args",
+    "reconstruction_losses",
+    "token_nll_from_logits",
+]

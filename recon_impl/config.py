@@ -1,0 +1,141 @@
+"""Configuration of the reconstruction loss stack and of the total disentanglement loss.
+
+Both dataclasses are frozen and validated at construction (MATH.md, "Errors"): a bad value
+raises ``ValueError`` naming the field and the rule it breaks. ``to_dict()`` gives the
+nested run metadata; ``token_weight_alpha`` is logged there and never in the loss bundle.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from numbers import Real
+from typing import Any
+
+
+def _check_real(owner: str, name: str, value: Any) -> float:
+    # bool is an int subclass; a weight of True is a typo, not a number.
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(
+            f"{owner}.{name} must be a real number, got {type(value).__name__} {value!r}"
+        )
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{owner}.{name} must be finite, got {value!r}")
+    return value
+
+
+def _check_non_negative(owner: str, name: str, value: Any) -> float:
+    value = _check_real(owner, name, value)
+    if value < 0:
+        raise ValueError(f"{owner}.{name} must be >= 0, got {value!r}")
+    return value
+
+
+def _check_positive(owner: str, name: str, value: Any) -> float:
+    value = _check_real(owner, name, value)
+    if value <= 0:
+        raise ValueError(f"{owner}.{name} must be > 0, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class ReconstructionLossConfig:
+    """Weights and parameters of the five reconstruction terms.
+
+    The total reconstruction loss is
+
+    .. math::
+
+        J = w_\\mathrm{raw} R_\\mathrm{raw} + w_\\mathrm{dist} R_\\mathrm{dist}
+            + w_\\mathrm{ex} R_\\mathrm{ex} + w_\\mathrm{tok} R_\\mathrm{tok}
+            + w_\\mathrm{cc} R_\\mathrm{cc}
+
+    Args:
+        raw_weight: w_raw, on ``reconstruction_loss``.
+        distribution_normalized_weight: w_dist, on
+            ``distribution_normalized_reconstruction_loss``.
+        example_inverse_surprisal_weight: w_ex, on
+            ``example_inverse_surprisal_weighted_reconstruction_loss``.
+        token_weighted_weight: w_tok, on ``token_weighted_reconstruction_loss``.
+        normalized_concentration_corrected_token_weighted_weight: w_cc, on
+            ``normalized_concentration_corrected_token_weighted_reconstruction_loss``.
+        token_weight_alpha: alpha >= 0, the tempering exponent of both token-level terms
+            (0: uniform shares, 1: linear surprisal shares).
+        example_inverse_surprisal_epsilon: epsilon >= 0, the stabilizer in
+            ``lbar_i / (bbar_i + epsilon)``.
+        zfree_reference_scale: c > 0, the fixed dataset-level z-free reference scale.
+
+    Example:
+        >>> cfg = ReconstructionLossConfig(token_weighted_weight=0.5, token_weight_alpha=2.0)
+        >>> cfg.to_dict()["token_weight_alpha"]
+        2.0
+    """
+
+    raw_weight: float = 1.0
+    distribution_normalized_weight: float = 0.0
+    example_inverse_surprisal_weight: float = 0.0
+    token_weighted_weight: float = 0.0
+    normalized_concentration_corrected_token_weighted_weight: float = 0.0
+    token_weight_alpha: float = 1.0
+    example_inverse_surprisal_epsilon: float = 1e-8
+    zfree_reference_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        for name in (
+            "raw_weight",
+            "distribution_normalized_weight",
+            "example_inverse_surprisal_weight",
+            "token_weighted_weight",
+            "normalized_concentration_corrected_token_weighted_weight",
+            "token_weight_alpha",
+            "example_inverse_surprisal_epsilon",
+        ):
+            # Stored as float so that run metadata has one type per field.
+            object.__setattr__(self, name, _check_non_negative(owner, name, getattr(self, name)))
+        scale = _check_positive(owner, "zfree_reference_scale", self.zfree_reference_scale)
+        object.__setattr__(self, "zfree_reference_scale", scale)
+
+    def to_dict(self) -> dict[str, float]:
+        """The config as run metadata: every field, by name."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DisentanglementLossConfig:
+    """Weights of every term of the total loss; see ``compute_total_loss``.
+
+    ``router_support_weight`` counts only when ``enable_router_support_loss`` is true.
+    """
+
+    reconstruction: ReconstructionLossConfig = field(default_factory=ReconstructionLossConfig)
+    beta: float = 1.0
+    router_support_weight: float = 1.0
+    posterior_entropy_weight: float = 0.0
+    posterior_variance_weight: float = 0.0
+    router_marginal_kl_to_prior_weight: float = 0.0
+    router_supervision_weight: float = 0.0
+    enable_router_support_loss: bool = True
+    inter_latent_divergence_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        if not isinstance(self.reconstruction, ReconstructionLossConfig):
+            raise ValueError(
+                f"{owner}.reconstruction must be a ReconstructionLossConfig, "
+                f"got {type(self.reconstruction).__name__}"
+            )
+        if not isinstance(self.enable_router_support_loss, bool):
+            raise ValueError(
+                f"{owner}.enable_router_support_loss must be a bool, "
+                f"got {self.enable_router_support_loss!r}"
+            )
+        for f in fields(self):
+            if f.name not in ("reconstruction", "enable_router_support_loss"):
+                value = _check_non_negative(owner, f.name, getattr(self, f.name))
+                object.__setattr__(self, f.name, value)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as nested run metadata (``reconstruction`` is a dict of its own)."""
+        return asdict(self)

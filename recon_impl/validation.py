@@ -1,0 +1,103 @@
+"""Input checks of the reconstruction stack (MATH.md, "Errors").
+
+Two stages keep validation off the hot path:
+
+* ``check_tensor_metadata`` looks at shapes, dtypes and devices only (no data is read);
+  it also turns an integer 0/1 mask into a bool mask.
+* The value rules (finite at valid positions, b >= 0, some valid token, bbar > 0 when
+  epsilon = 0) are read off per-example reductions the stack computes anyway; only when
+  one of them trips does ``raise_for_invalid_values`` scan the data to name the position.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def check_tensor_metadata(token_nll: Tensor, zfree_token_nll: Tensor, mask: Tensor) -> Tensor:
+    """Check shapes, dtypes and devices; return the mask as a bool tensor."""
+    for name, value in (
+        ("token_nll", token_nll),
+        ("zfree_token_nll", zfree_token_nll),
+        ("mask", mask),
+    ):
+        if not isinstance(value, Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+        if value.dim() != 2:
+            raise ValueError(
+                f"{name} must be 2-D [B, T], got {value.dim()}-D with shape {tuple(value.shape)}"
+            )
+    if zfree_token_nll.shape != token_nll.shape or mask.shape != token_nll.shape:
+        raise ValueError(
+            "token_nll, zfree_token_nll and mask must have the same shape, got "
+            f"{tuple(token_nll.shape)}, {tuple(zfree_token_nll.shape)} and {tuple(mask.shape)}"
+        )
+    for name, value in (("token_nll", token_nll), ("zfree_token_nll", zfree_token_nll)):
+        if not value.is_floating_point():
+            raise ValueError(f"{name} must have a floating dtype, got {value.dtype}")
+    if not (token_nll.device == zfree_token_nll.device == mask.device):
+        raise ValueError(
+            "token_nll, zfree_token_nll and mask must be on the same device, got "
+            f"{token_nll.device}, {zfree_token_nll.device} and {mask.device}"
+        )
+    return as_bool_mask(mask)
+
+
+def as_bool_mask(mask: Tensor) -> Tensor:
+    """The mask as bool: bool masks pass through, integer masks must hold only 0 and 1."""
+    if mask.dtype == torch.bool:
+        return mask
+    if mask.is_floating_point() or mask.is_complex():
+        raise ValueError(f"mask must be bool or an integer 0/1 tensor, got dtype {mask.dtype}")
+    # The only full pass validation makes, and only for integer masks.
+    if mask.numel() and bool(((mask != 0) & (mask != 1)).any()):
+        bad = mask[(mask != 0) & (mask != 1)][0].item()
+        raise ValueError(f"mask must hold only 0 and 1 when it is an integer tensor, found {bad}")
+    return mask != 0
+
+
+def _first_position(where: Tensor) -> str:
+    index = where.nonzero()[0].tolist()
+    count = int(where.sum())
+    return f"at [{index[0]}, {index[1]}] ({count} such position{'s' if count != 1 else ''})"
+
+
+def raise_for_invalid_values(
+    token_nll: Tensor,
+    zfree_token_nll: Tensor,
+    mask: Tensor,
+    *,
+    epsilon: float,
+) -> None:
+    """Scan the data and raise the ``ValueError`` of the first broken value rule.
+
+    Called only after the cheap per-example checks flagged a problem; returns silently when
+    the scan finds none (a finite sum that overflowed, for instance, is not an input error).
+    """
+    for name, value in (("token_nll", token_nll), ("zfree_token_nll", zfree_token_nll)):
+        bad = mask & ~torch.isfinite(value)
+        if bool(bad.any()):
+            first = value[bad][0].item()
+            raise ValueError(
+                f"{name} must be finite at every position where mask is True; "
+                f"found {first} {_first_position(bad)}"
+            )
+    negative = mask & (zfree_token_nll < 0)
+    if bool(negative.any()):
+        first = zfree_token_nll[negative][0].item()
+        raise ValueError(
+            "zfree_token_nll must be >= 0 at every position where mask is True; "
+            f"found {first} {_first_position(negative)}"
+        )
+    valid_per_example = mask.sum(dim=1)
+    if not bool((valid_per_example > 0).any()):
+        raise ValueError("mask must select at least one valid token in the batch; it selects none")
+    if epsilon == 0:
+        zero_base = (valid_per_example > 0) & (torch.where(mask, zfree_token_nll, 0).sum(1) == 0)
+        if bool(zero_base.any()):
+            row = int(zero_base.nonzero()[0, 0])
+            raise ValueError(
+                "example_inverse_surprisal_epsilon = 0 needs bbar_i > 0 for every kept example; "
+                f"example {row} has zfree_token_nll = 0 at all of its valid positions"
+            )

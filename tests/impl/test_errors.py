@@ -1,0 +1,136 @@
+"""Every case of MATH.md "Errors": a ValueError that names the argument and the rule."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from recon_impl import (
+    DisentanglementLossConfig,
+    ReconstructionLossConfig,
+    reconstruction_losses,
+)
+
+GOOD_L = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+GOOD_B = torch.tensor([[1.0, 2.0], [0.5, 0.5]])
+GOOD_MASK = torch.tensor([[True, True], [True, False]])
+
+
+def call(l=GOOD_L, b=GOOD_B, mask=GOOD_MASK, config=None):
+    return reconstruction_losses(l, b, mask, config or ReconstructionLossConfig())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "pattern"),
+    [
+        ({"l": torch.ones(4)}, r"token_nll must be 2-D"),
+        ({"b": torch.ones(2, 2, 1)}, r"zfree_token_nll must be 2-D"),
+        ({"mask": torch.ones(2, dtype=torch.bool)}, r"mask must be 2-D"),
+        ({"b": torch.ones(2, 3)}, r"must have the same shape"),
+        ({"mask": torch.ones(3, 2, dtype=torch.bool)}, r"must have the same shape"),
+        ({"l": torch.ones(2, 2, dtype=torch.long)}, r"token_nll must have a floating dtype"),
+        ({"b": torch.ones(2, 2, dtype=torch.int32)}, r"zfree_token_nll must have a floating"),
+        ({"mask": torch.ones(2, 2)}, r"mask must be bool or an integer 0/1 tensor"),
+        ({"mask": torch.tensor([[1, 2], [0, 1]])}, r"mask must hold only 0 and 1"),
+        ({"b": torch.ones(2, 2, device="meta")}, r"must be on the same device"),
+        ({"l": [[1.0, 2.0]]}, r"token_nll must be a torch.Tensor"),
+        ({"config": {"raw_weight": 1.0}}, r"config must be a ReconstructionLossConfig"),
+    ],
+)
+def test_bad_tensors(kwargs, pattern) -> None:
+    with pytest.raises(ValueError, match=pattern):
+        call(**kwargs)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("argument", ["token_nll", "zfree_token_nll"])
+def test_non_finite_at_a_valid_position(argument: str, bad: float) -> None:
+    tensor = (GOOD_L if argument == "token_nll" else GOOD_B).clone()
+    tensor[1, 0] = bad
+    kwargs = {"l": tensor} if argument == "token_nll" else {"b": tensor}
+    with pytest.raises(ValueError, match=rf"{argument} must be finite .* at \[1, 0\]"):
+        call(**kwargs)
+
+
+def test_negative_surprisal_at_a_valid_position() -> None:
+    b = GOOD_B.clone()
+    b[0, 1] = -0.25
+    for alpha in (0.0, 1.0, 2.5):
+        with pytest.raises(ValueError, match=r"zfree_token_nll must be >= 0 .* -0.25 at \[0, 1\]"):
+            call(b=b, config=ReconstructionLossConfig(token_weight_alpha=alpha))
+
+
+def test_negative_surprisal_at_a_padded_position_is_ignored() -> None:
+    b = GOOD_B.clone()
+    b[1, 1] = -5.0
+    call(b=b)
+
+
+@pytest.mark.parametrize("mask", [torch.zeros(2, 2, dtype=torch.bool), torch.zeros(0, 2).bool()])
+def test_no_valid_token(mask) -> None:
+    shape = mask.shape
+    with pytest.raises(ValueError, match=r"mask must select at least one valid token"):
+        call(l=torch.ones(shape), b=torch.ones(shape), mask=mask)
+
+
+def test_epsilon_zero_with_a_zero_surprisal_example() -> None:
+    b = torch.tensor([[1.0, 2.0], [0.0, 7.0]])  # example 1: its only valid b is 0
+    config = ReconstructionLossConfig(example_inverse_surprisal_epsilon=0.0)
+    with pytest.raises(ValueError, match=r"example_inverse_surprisal_epsilon = 0 .* example 1"):
+        call(b=b, config=config)
+    # a positive epsilon makes it well defined
+    call(b=b, config=ReconstructionLossConfig(example_inverse_surprisal_epsilon=1e-3))
+
+
+def test_overflowing_sum_of_finite_values_is_not_an_error() -> None:
+    big = torch.full((1, 2), 3e38)
+    out = call(l=big, b=torch.ones(1, 2), mask=torch.ones(1, 2, dtype=torch.bool))
+    assert math.isinf(out.reconstruction_loss.item())
+
+
+WEIGHT_FIELDS = [
+    "raw_weight",
+    "distribution_normalized_weight",
+    "example_inverse_surprisal_weight",
+    "token_weighted_weight",
+    "normalized_concentration_corrected_token_weighted_weight",
+]
+
+
+@pytest.mark.parametrize(
+    "field", [*WEIGHT_FIELDS, "token_weight_alpha", "example_inverse_surprisal_epsilon"]
+)
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [(-1.0, ">= 0"), (math.nan, "finite"), (math.inf, "finite"), (-math.inf, "finite")],
+)
+def test_config_rejects_non_finite_or_negative(field: str, value: float, rule: str) -> None:
+    with pytest.raises(ValueError, match=rf"ReconstructionLossConfig\.{field} must be {rule}"):
+        ReconstructionLossConfig(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("value", "rule"), [(0.0, "> 0"), (-2.0, "> 0"), (math.nan, "finite"), (math.inf, "finite")]
+)
+def test_config_rejects_bad_reference_scale(value: float, rule: str) -> None:
+    with pytest.raises(ValueError, match=rf"zfree_reference_scale must be {rule}"):
+        ReconstructionLossConfig(zfree_reference_scale=value)
+
+
+@pytest.mark.parametrize("value", [True, "1.0", None, 1j])
+def test_config_rejects_non_numbers(value) -> None:
+    with pytest.raises(ValueError, match=r"raw_weight must be a real number"):
+        ReconstructionLossConfig(raw_weight=value)
+
+
+def test_disentanglement_config_rejects_bad_fields() -> None:
+    with pytest.raises(ValueError, match=r"DisentanglementLossConfig\.beta must be >= 0"):
+        DisentanglementLossConfig(beta=-1.0)
+    with pytest.raises(ValueError, match=r"posterior_entropy_weight must be finite"):
+        DisentanglementLossConfig(posterior_entropy_weight=math.nan)
+    with pytest.raises(ValueError, match=r"reconstruction must be a ReconstructionLossConfig"):
+        DisentanglementLossConfig(reconstruction={"raw_weight": 1.0})
+    with pytest.raises(ValueError, match=r"enable_router_support_loss must be a bool"):
+        DisentanglementLossConfig(enable_router_support_loss=1)

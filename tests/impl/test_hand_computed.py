@@ -172,3 +172,24 @@ def test_gradient_closed_form(alpha: float) -> None:
             expected[row, t] = (uniform + shared * float(shares[t])) / 2
     rtol = output_tolerance(torch.float64, length=3, alpha=alpha).rtol
     torch.testing.assert_close(token_nll.grad, expected, rtol=rtol, atol=0.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_alpha_too_small_for_the_dtype_still_gives_zero_surprisal_no_share(dtype) -> None:
+    # 1e-300 rounds to 0 in float32, but 0^(1e-300) is 0, not 0^0 = 1.
+    config = ReconstructionLossConfig(token_weighted_weight=1.0, token_weight_alpha=1e-300)
+    l = torch.tensor([[1.0, 5.0]], dtype=dtype)
+    b = torch.tensor([[2.0, 0.0]], dtype=dtype)
+    losses = reconstruction_losses(l, b, torch.ones(1, 2, dtype=torch.bool), config)
+    assert losses.token_weighted_reconstruction_loss.item() == 1.0
+    assert losses.token_concentration_factor.item() == 2.0
+
+
+def test_tiny_epsilon_with_zero_loss_and_zero_surprisal_is_zero() -> None:
+    # lbar = 0 and bbar = 0: 0 / (0 + 5e-324) = 0, while 0 * (1 / 5e-324) = 0 * inf = NaN.
+    config = ReconstructionLossConfig(example_inverse_surprisal_epsilon=5e-324)
+    l = torch.tensor([[0.0], [2.0]], dtype=torch.float64)
+    b = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+    losses = reconstruction_losses(l, b, torch.ones(2, 1, dtype=torch.bool), config)
+    value = losses.example_inverse_surprisal_weighted_reconstruction_loss.item()
+    assert value == pytest.approx(1.0, rel=1e-15)

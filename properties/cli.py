@@ -1,10 +1,19 @@
-"""The ``recon-spec`` command line."""
+"""The ``recon-spec`` command line: ``check`` an implementation, regenerate the ``doc``.
+
+Exit status of ``check``: 0 when every invariant holds, 1 when any fails, 2 when the
+target cannot be imported or called.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import time
+import traceback
 from collections.abc import Sequence
+
+DTYPE_CHOICES = ("float64", "float32", "bfloat16", "float16")
 
 
 def _doc(args: argparse.Namespace) -> int:
@@ -13,12 +22,177 @@ def _doc(args: argparse.Namespace) -> int:
     return write_spec_document(check=args.check)
 
 
+def _list_invariants() -> int:
+    from properties.invariants import INVARIANTS
+
+    for invariant in INVARIANTS:
+        extra = " (opt-in)" if invariant.opt_in else ""
+        print(f"{invariant.id:<32} {invariant.group:<11} {invariant.statement}{extra}")
+    return 0
+
+
+def _domain(args: argparse.Namespace):
+    import torch
+
+    from properties.strategies import Domain
+
+    return Domain(
+        max_alpha=args.max_alpha,
+        max_loss=args.max_loss,
+        dtypes=tuple(getattr(torch, name) for name in args.dtypes.split(",")),
+        device=args.device,
+    )
+
+
+def _smoke_test(implementation, domain) -> str | None:
+    """Why the target cannot be called on a plain valid input, or None when it can."""
+    from dataclasses import replace
+
+    from properties.invariants.edge_cases import EDGE_CASES
+
+    case = replace(EDGE_CASES["single-token-rows"], dtype=domain.dtypes[0], device=domain.device)
+    token_nll, zfree, mask = case.tensors()
+    try:
+        implementation(token_nll, zfree, mask, case.config)
+    except Exception:
+        return traceback.format_exc()
+    return None
+
+
+def _check(args: argparse.Namespace) -> int:
+    from properties import report
+    from properties.invariants import select
+    from properties.profiles import default_profile, profile_settings
+    from properties.runner import run_invariant
+    from properties.target import TargetLoadError, load_target
+
+    if args.list:
+        return _list_invariants()
+    try:
+        target, implementation = load_target(args.target)
+    except TargetLoadError as error:
+        print(f"recon-spec check: {error}", file=sys.stderr)
+        return 2
+    domain = _domain(args)
+    problem = _smoke_test(implementation, domain)
+    if problem:
+        print(
+            f"recon-spec check: {target} cannot be called as f(token_nll, zfree_token_nll, "
+            f"mask, config) on a plain valid input:\n{problem}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        invariants = select(args.invariant, include_opt_in=args.with_validation)
+    except KeyError as error:
+        print(f"recon-spec check: {error.args[0]}", file=sys.stderr)
+        return 2
+    profile = args.profile or default_profile()
+    settings = profile_settings(profile, max_examples=args.max_examples)
+    if args.no_database:
+        from hypothesis import settings as hypothesis_settings
+
+        settings = hypothesis_settings(settings, database=None)
+
+    out = sys.stdout
+    report.header(target, profile, len(invariants), out)
+    results = []
+    start = time.perf_counter()
+    for invariant in invariants:
+        result = run_invariant(
+            invariant,
+            implementation,
+            target=target,
+            settings=settings,
+            domain=domain,
+            seed=args.seed,
+        )
+        results.append((invariant, result))
+        report.row(invariant, result, out)
+    for invariant, result in results:
+        if result.status == "failed":
+            report.failure_section(invariant, result, target, profile, out)
+    report.summary([r for _, r in results], time.perf_counter() - start, out)
+    return 1 if any(r.status == "failed" for _, r in results) else 0
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _dtype_list(text: str) -> str:
+    names = text.split(",")
+    unknown = [n for n in names if n not in DTYPE_CHOICES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"dtypes must be among {', '.join(DTYPE_CHOICES)}")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="recon-spec",
         description="Specification and conformance suite of the reconstruction loss stack.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
+
+    check = commands.add_parser(
+        "check",
+        help="check an implementation against the spec's invariants",
+        description="Run the invariants against TARGET, a callable f(token_nll, "
+        "zfree_token_nll, mask, config) given as MODULE:CALLABLE or path/to/file.py:CALLABLE "
+        "(default: $RECON_IMPL, else the bundled recon_impl:reconstruction_losses). "
+        "Exit 0: all hold; 1: some fail; 2: the target cannot be imported or called.",
+    )
+    check.add_argument("target", nargs="?", help="MODULE:CALLABLE or path/to/file.py:CALLABLE")
+    check.add_argument(
+        "-i",
+        "--invariant",
+        action="append",
+        metavar="ID_OR_GROUP",
+        help="run only these invariants (an id or a group; repeatable); see --list",
+    )
+    check.add_argument("--list", action="store_true", help="list the invariants and exit")
+    check.add_argument(
+        "--with-validation",
+        action="store_true",
+        help="also run the opt-in validation group (bad inputs must raise ValueError)",
+    )
+    check.add_argument(
+        "--profile",
+        choices=("dev", "ci", "thorough"),
+        help="hypothesis profile (default: ci when CI=true, else dev)",
+    )
+    check.add_argument("--max-examples", type=int, metavar="N", help="examples per invariant")
+    check.add_argument("--seed", type=int, help="seed for the random draws")
+    check.add_argument(
+        "--no-database",
+        action="store_true",
+        help="do not read or write hypothesis's example database (.hypothesis/)",
+    )
+    check.add_argument("--device", default="cpu", help="device of the input tensors")
+    check.add_argument(
+        "--max-alpha",
+        type=_positive_float,
+        default=math.inf,
+        help="largest alpha the target is meant for (default: any finite alpha)",
+    )
+    check.add_argument(
+        "--max-loss",
+        type=_positive_float,
+        default=1e4,
+        help="largest loss value drawn (default: 1e4)",
+    )
+    check.add_argument(
+        "--dtypes",
+        type=_dtype_list,
+        default=",".join(DTYPE_CHOICES),
+        help="comma-separated input dtypes to draw (default: all four)",
+    )
+    check.set_defaults(run=_check)
+
     doc = commands.add_parser("doc", help="regenerate docs/SPEC.md from the sympy spec")
     doc.add_argument(
         "--check", action="store_true", help="exit 1 if the committed document is stale"

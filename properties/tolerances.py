@@ -52,3 +52,13 @@ def output_tolerance(input_dtype: torch.dtype, *, length: int, alpha: float) -> 
     """Tolerance of an output computed from ``input_dtype`` inputs of padded length ``length``."""
     u = unit_roundoff(computation_dtype(input_dtype))
     return Tolerance(rtol=u * (BASE + PER_TOKEN * length + PER_ALPHA * alpha))
+
+
+def gradient_tolerance(input_dtype: torch.dtype, *, length: int, alpha: float) -> Tolerance:
+    """Tolerance of d(output)/d(token_nll), compared norm-wise (relative to its largest entry).
+
+    The gradient is computed like an output, then cast back to the input's dtype, which
+    adds one unit roundoff of that dtype.
+    """
+    computed = output_tolerance(input_dtype, length=length, alpha=alpha)
+    return Tolerance(rtol=computed.rtol + unit_roundoff(input_dtype))

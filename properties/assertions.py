@@ -1,0 +1,89 @@
+"""Assertion helpers whose messages say what was expected, what came out, and by how much."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+import torch
+
+from properties.invariant import InvariantViolation
+from properties.tolerances import Tolerance
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.9g}"
+
+
+def close(observed: float, expected: float, tolerance: Tolerance, scale: float) -> bool:
+    """Within tolerance; NaN never is, and infinities must match exactly."""
+    if math.isnan(observed) or math.isnan(expected):
+        return False
+    if math.isinf(observed) or math.isinf(expected):
+        return observed == expected
+    return tolerance.allows(observed, expected, scale)
+
+
+def value_table(
+    observed: Mapping[str, float],
+    expected: Mapping[str, float],
+    names: Iterable[str],
+    tolerance: Tolerance,
+    scales: Mapping[str, float] | None = None,
+) -> tuple[list[str], str]:
+    """The names that differ, and a table of every name: observed, expected, error, allowed."""
+    lines, failing = [], []
+    width = max((len(n) for n in names), default=10)
+    names = list(names)
+    for name in names:
+        obs, exp = observed[name], expected[name]
+        scale = abs(scales[name]) if scales else abs(exp)
+        allowed = tolerance.rtol * scale + tolerance.atol
+        ok = close(obs, exp, tolerance, scale)
+        if not ok:
+            failing.append(name)
+        lines.append(
+            f"  {'  ' if ok else '✗ '}{name:<{width}}  observed {_fmt(obs):>16}  "
+            f"expected {_fmt(exp):>16}  |diff| {_fmt(abs(obs - exp)):>11}  allowed {allowed:.3g}"
+        )
+    return failing, "\n".join(lines)
+
+
+def assert_values_close(
+    observed: Mapping[str, float],
+    expected: Mapping[str, float],
+    tolerance: Tolerance,
+    *,
+    names: Iterable[str] | None = None,
+    scales: Mapping[str, float] | None = None,
+    what: str,
+) -> None:
+    """Every named output within tolerance of its expected value, or one message listing all."""
+    names = list(names if names is not None else expected)
+    failing, table = value_table(observed, expected, names, tolerance, scales)
+    if failing:
+        raise InvariantViolation(
+            f"{what}: {', '.join(failing)} differ{'s' if len(failing) == 1 else ''}\n{table}",
+            expected={n: expected[n] for n in names},
+            observed={n: observed[n] for n in names},
+        )
+
+
+def assert_tensor_close(
+    observed: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance, *, what: str
+) -> None:
+    """Element-wise, relative to the largest expected magnitude (norm-wise comparison)."""
+    observed = observed.detach().double().cpu()
+    expected = expected.detach().double().cpu()
+    scale = float(expected.abs().max()) if expected.numel() else 0.0
+    allowed = tolerance.rtol * scale + tolerance.atol
+    difference = (observed - expected).abs()
+    bad = ~(difference <= allowed)  # NaN counts as bad
+    if bool(bad.any()):
+        index = tuple(bad.nonzero()[0].tolist())
+        raise InvariantViolation(
+            f"{what}: {int(bad.sum())} of {bad.numel()} entries differ, first at {list(index)}: "
+            f"observed {_fmt(float(observed[index]))}, expected {_fmt(float(expected[index]))} "
+            f"(allowed |diff| {allowed:.3g})\n  observed {observed.tolist()}\n"
+            f"  expected {expected.tolist()}"
+        )

@@ -1,0 +1,130 @@
+"""One input of the stack, as the strategies draw it and the reports print it.
+
+A ``LossCase`` holds exactly representable values: the strategies round every value to the
+case's dtype when they draw it, so the tensors an implementation receives and the float64
+values the oracle reads are the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+import torch
+
+from recon_impl import ReconstructionLossConfig
+
+DTYPE_NAMES: dict[torch.dtype, str] = {
+    torch.float64: "float64",
+    torch.float32: "float32",
+    torch.bfloat16: "bfloat16",
+    torch.float16: "float16",
+}
+
+Rows = tuple[tuple[float, ...], ...]
+MaskRows = tuple[tuple[bool, ...], ...]
+
+
+def _round_to_bfloat16(value: float) -> float:
+    # bfloat16 is the upper half of a float32: round to nearest even on the lower 16 bits
+    # (what torch does), leaving NaN and inf alone.
+    single = np.float32(value)
+    if not np.isfinite(single):
+        return float(single)
+    bits = int(single.view(np.uint32))
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return float(np.uint32(bits).view(np.float32))
+
+
+_ROUNDERS = {
+    torch.float64: float,
+    torch.float32: lambda v: float(np.float32(v)),
+    torch.float16: lambda v: float(np.float16(v)),
+    torch.bfloat16: _round_to_bfloat16,
+}
+
+
+def round_to(dtype: torch.dtype, value: float) -> float:
+    """``value`` rounded to ``dtype`` and back: a float64 that the dtype holds exactly."""
+    with np.errstate(over="ignore"):
+        return _ROUNDERS[dtype](value)
+
+
+def format_float(value: float) -> str:
+    """A Python literal that reads back as exactly ``value``."""
+    if math.isnan(value):
+        return 'float("nan")'
+    if math.isinf(value):
+        return 'float("inf")' if value > 0 else '-float("inf")'
+    return repr(float(value))
+
+
+def format_rows(rows: Rows | MaskRows) -> str:
+    def cell(value: float | bool) -> str:
+        return str(value) if isinstance(value, bool) else format_float(value)
+
+    return "[" + ", ".join("[" + ", ".join(cell(v) for v in row) + "]" for row in rows) + "]"
+
+
+def format_config(config: ReconstructionLossConfig) -> str:
+    """The config as a constructor call naming only its non-default fields."""
+    default = ReconstructionLossConfig()
+    changed = [
+        f"{f.name}={getattr(config, f.name)!r}"
+        for f in fields(config)
+        if getattr(config, f.name) != getattr(default, f.name)
+    ]
+    return f"ReconstructionLossConfig({', '.join(changed)})"
+
+
+@dataclass(frozen=True)
+class LossCase:
+    """Inputs of one call: ``token_nll`` (l), ``zfree_token_nll`` (b), ``mask``, ``config``.
+
+    ``mask_dtype`` is ``torch.bool`` or an integer dtype (an integer 0/1 mask, accepted by
+    MATH.md and treated as bool). ``device`` is where the tensors are made.
+    """
+
+    token_nll: Rows
+    zfree_token_nll: Rows
+    mask: MaskRows
+    config: ReconstructionLossConfig = field(default_factory=ReconstructionLossConfig)
+    dtype: torch.dtype = torch.float64
+    mask_dtype: torch.dtype = torch.bool
+    device: str = "cpu"
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.mask), len(self.mask[0]) if self.mask else 0
+
+    def tensors(self, *, requires_grad: bool = False) -> tuple[torch.Tensor, ...]:
+        """Fresh ``(token_nll, zfree_token_nll, mask)`` tensors for one call."""
+        batch, length = self.shape
+        token_nll = torch.tensor(self.token_nll, dtype=self.dtype, device=self.device)
+        zfree = torch.tensor(self.zfree_token_nll, dtype=self.dtype, device=self.device)
+        mask = torch.tensor(self.mask, dtype=torch.bool, device=self.device).to(self.mask_dtype)
+        token_nll = token_nll.reshape(batch, length)
+        zfree = zfree.reshape(batch, length)
+        mask = mask.reshape(batch, length)
+        if requires_grad:
+            token_nll.requires_grad_()
+        return token_nll, zfree, mask
+
+    def with_config(self, **changes: float) -> LossCase:
+        return replace(self, config=replace(self.config, **changes))
+
+    def with_rows(self, token_nll: Rows, zfree_token_nll: Rows, mask: MaskRows) -> LossCase:
+        return replace(self, token_nll=token_nll, zfree_token_nll=zfree_token_nll, mask=mask)
+
+    def __repr__(self) -> str:
+        parts = [
+            f"token_nll={format_rows(self.token_nll)}",
+            f"zfree_token_nll={format_rows(self.zfree_token_nll)}",
+            f"mask={format_rows(self.mask)}",
+            f"config={format_config(self.config)}",
+            f"dtype={DTYPE_NAMES.get(self.dtype, self.dtype)}",
+        ]
+        if self.mask_dtype != torch.bool:
+            parts.append(f"mask_dtype={self.mask_dtype}")
+        return f"LossCase({', '.join(parts)})"

@@ -1,0 +1,72 @@
+"""The invariant record: one checkable statement about an implementation.
+
+Like an OpInfo entry, each record says everything the runners need: a stable id, a
+one-line statement, where the spec states it, how to draw inputs, how to check one input,
+and the edge cases that are always tried first (``examples``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import strategies as st
+
+from properties.strategies import DEFAULT_DOMAIN, Domain
+from properties.target import Probe
+
+#: groups in the order the runner reports them; "validation" is opt-in.
+GROUPS: tuple[str, ...] = (
+    "contract",
+    "values",
+    "identities",
+    "algebra",
+    "invariance",
+    "gradients",
+    "numerics",
+    "validation",
+)
+
+
+class InvariantViolation(AssertionError):
+    """An invariant does not hold; the message says what was expected for which input."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        expected: dict[str, float] | None = None,
+        observed: dict[str, float] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.expected = expected or {}
+        self.observed = observed or {}
+
+
+@dataclass(frozen=True)
+class Invariant:
+    """A property every implementation of the stack must have."""
+
+    id: str
+    group: str
+    statement: str
+    #: the identity in ``spec.IDENTITIES`` or the MATH.md section that states it
+    spec_ref: str
+    #: inputs, drawn from the domain the implementation is checked on
+    strategy: Callable[[Domain], st.SearchStrategy[Any]]
+    #: raises ``InvariantViolation`` (or any exception) when the property fails on an input
+    check: Callable[[Probe, Any], None]
+    #: edge cases tried before any random input, each once mattered
+    examples: tuple[Any, ...] = field(default=())
+    #: run only when asked for (input validation may be skipped on a hot path)
+    opt_in: bool = False
+    #: whether the invariant says anything on a domain (a narrowed domain may exclude it)
+    applies: Callable[[Domain], bool] = field(default=lambda domain: True)
+
+    def __post_init__(self) -> None:
+        if self.group not in GROUPS:
+            raise ValueError(f"invariant {self.id}: group must be one of {GROUPS}")
+
+    def inputs(self, domain: Domain = DEFAULT_DOMAIN) -> st.SearchStrategy[Any]:
+        return self.strategy(domain)

@@ -1,0 +1,241 @@
+"""Linearity, scale invariance and batch decomposition (MATH.md, "Identities")."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from properties.assertions import assert_values_close
+from properties.cases import LossCase, round_to
+from properties.invariant import Invariant
+from properties.invariants.common import DIAGNOSTICS, TERMS, TOTAL, tolerance
+from properties.strategies import (
+    WEIGHT_NAMES,
+    Domain,
+    loss_cases,
+    loss_rows,
+    make_valid,
+    masks,
+    shapes,
+    weights,
+)
+from properties.target import Probe
+from properties.tolerances import unit_roundoff
+
+# --- linear in l -------------------------------------------------------------------------
+
+
+@st.composite
+def linear_combinations(draw: st.DrawFn, domain: Domain):
+    """Two loss tensors on the same b and mask, and a coefficient a (a power of two, so
+    that a*l1 + l2 rounds only once)."""
+    case = draw(loss_cases(domain, dtypes=domain.full_precision_dtypes or domain.dtypes))
+    other = draw(loss_rows(case.mask, case.dtype, domain.max_loss))
+    coefficient = draw(st.sampled_from([1.0, 2.0, 0.5, 4.0]))
+    return case, other, coefficient
+
+
+def check_linear_in_token_nll(probe: Probe, drawn) -> None:
+    case, other_rows, a = drawn
+    other = replace(case, token_nll=other_rows)
+    combined_rows = tuple(
+        tuple(
+            round_to(case.dtype, a * x + y) if valid else x
+            for x, y, valid in zip(r1, r2, rm, strict=True)
+        )
+        for r1, r2, rm in zip(case.token_nll, other_rows, case.mask, strict=True)
+    )
+    combined = replace(case, token_nll=combined_rows)
+    f1, f2, f12 = probe.values(case), probe.values(other), probe.values(combined)
+    names = (*TERMS, TOTAL)
+    # a*l1 + l2 is rounded once to the dtype: one more unit roundoff on every output.
+    tol = tolerance(case)
+    tol = replace(tol, rtol=tol.rtol + unit_roundoff(case.dtype))
+    assert_values_close(
+        f12,
+        {n: a * f1[n] + f2[n] for n in names},
+        tol,
+        names=names,
+        scales={n: a * abs(f1[n]) + abs(f2[n]) for n in names},
+        what=f"every term is linear in l for fixed b: f({a}*l1 + l2) = {a}*f(l1) + f(l2)",
+    )
+
+
+# --- linear in the weights ---------------------------------------------------------------
+
+
+@st.composite
+def weight_pairs(draw: st.DrawFn, domain: Domain):
+    case = draw(loss_cases(domain))
+    second = {name: draw(weights()) for name in WEIGHT_NAMES}
+    return case, second
+
+
+def check_linear_in_weights(probe: Probe, drawn) -> None:
+    case, second_weights = drawn
+    f1 = probe.values(case)
+    terms = [f1[name] for name in TERMS]
+    w1 = [getattr(case.config, name) for name in WEIGHT_NAMES]
+    tol = tolerance(case)
+    assert_values_close(
+        {TOTAL: f1[TOTAL]},
+        {TOTAL: sum(w * r for w, r in zip(w1, terms, strict=True))},
+        tol,
+        scales={TOTAL: sum(w * abs(r) for w, r in zip(w1, terms, strict=True))},
+        what="J = w_raw R_raw + w_dist R_dist + w_ex R_ex + w_tok R_tok + w_cc R_cc, "
+        "with the terms this call returned",
+    )
+    second = case.with_config(**second_weights)
+    summed = case.with_config(
+        **{name: getattr(case.config, name) + second_weights[name] for name in WEIGHT_NAMES}
+    )
+    f2, f12 = probe.values(second), probe.values(summed)
+    assert_values_close(
+        {TOTAL: f12[TOTAL]},
+        {TOTAL: f1[TOTAL] + f2[TOTAL]},
+        tol,
+        scales={TOTAL: abs(f1[TOTAL]) + abs(f2[TOTAL])},
+        what="J is linear in the weights: J(w1 + w2) = J(w1) + J(w2)",
+    )
+
+
+# --- scale of b --------------------------------------------------------------------------
+
+
+@st.composite
+def scaled_surprisals(draw: st.DrawFn, domain: Domain):
+    case = draw(loss_cases(domain))
+    scale = draw(st.sampled_from([2.0, 0.5, 4.0, 0.25]))
+    return case, scale
+
+
+def check_scale_of_b(probe: Probe, drawn) -> None:
+    case, s = drawn
+    scaled_rows = tuple(
+        tuple(round_to(case.dtype, s * v) if valid else v for v, valid in zip(r, m, strict=True))
+        for r, m in zip(case.zfree_token_nll, case.mask, strict=True)
+    )
+    # The identity is about exact scaling: skip the rare s*b that under- or overflows.
+    assume(
+        all(
+            round_to(case.dtype, s * v) == s * v
+            for r, m in zip(case.zfree_token_nll, case.mask, strict=True)
+            for v, valid in zip(r, m, strict=True)
+            if valid
+        )
+    )
+    scaled = replace(case, zfree_token_nll=scaled_rows)
+    f, g = probe.values(case), probe.values(scaled)
+    unchanged = (
+        "reconstruction_loss",
+        "distribution_normalized_reconstruction_loss",
+        "token_weighted_reconstruction_loss",
+        "normalized_concentration_corrected_token_weighted_reconstruction_loss",
+        "token_concentration_factor",
+    )
+    expected = {n: f[n] for n in unchanged}
+    expected["token_weighted_base_loss"] = s * f["token_weighted_base_loss"]
+    assert_values_close(
+        g,
+        expected,
+        tolerance(case),
+        what=f"b -> {s}*b leaves the shares pi and kappa unchanged (so R_tok, R_cc and kappa), "
+        "and scales token_weighted_base_loss by s",
+    )
+
+
+# --- batch decomposition -----------------------------------------------------------------
+
+
+@st.composite
+def batch_pairs(draw: st.DrawFn, domain: Domain):
+    """Two batches of the same dtype and config, of possibly different lengths T."""
+    first = draw(loss_cases(domain))
+    batch, length = draw(shapes(domain))
+    mask = draw(masks(batch, length))
+    second = replace(
+        first,
+        token_nll=draw(loss_rows(mask, first.dtype, domain.max_loss)),
+        zfree_token_nll=draw(loss_rows(mask, first.dtype, domain.max_loss)),
+        mask=mask,
+    )
+    # one config valid for both batches (make_valid only ever changes epsilon)
+    config = make_valid(concatenate(first, second)).config
+    return replace(first, config=config), replace(second, config=config)
+
+
+def pad_to(case: LossCase, length: int) -> LossCase:
+    extra = length - case.shape[1]
+    return case.with_rows(
+        tuple(row + (0.0,) * extra for row in case.token_nll),
+        tuple(row + (0.0,) * extra for row in case.zfree_token_nll),
+        tuple(row + (False,) * extra for row in case.mask),
+    )
+
+
+def concatenate(first: LossCase, second: LossCase) -> LossCase:
+    length = max(first.shape[1], second.shape[1])
+    a, b = pad_to(first, length), pad_to(second, length)
+    return a.with_rows(
+        a.token_nll + b.token_nll, a.zfree_token_nll + b.zfree_token_nll, a.mask + b.mask
+    )
+
+
+def kept_count(case: LossCase) -> int:
+    return sum(1 for row in case.mask if any(row))
+
+
+def check_batch_decomposition(probe: Probe, drawn) -> None:
+    first, second = drawn
+    union = concatenate(first, second)
+    f1, f2, fu = probe.values(first), probe.values(second), probe.values(union)
+    k1, k2 = kept_count(first), kept_count(second)
+    names = (*TERMS, *DIAGNOSTICS, TOTAL)
+    assert_values_close(
+        fu,
+        {n: (k1 * f1[n] + k2 * f2[n]) / (k1 + k2) for n in names},
+        tolerance(union),
+        names=names,
+        scales={n: (k1 * abs(f1[n]) + k2 * abs(f2[n])) / (k1 + k2) for n in names},
+        what=f"the union of two batches with B'1 = {k1} and B'2 = {k2} kept examples gives "
+        "(B'1 x1 + B'2 x2)/(B'1 + B'2) for every term and diagnostic",
+    )
+
+
+INVARIANTS = (
+    Invariant(
+        id="linear-in-token-nll",
+        group="algebra",
+        statement="for fixed b every term and J are linear in l: f(a l1 + l2) = a f(l1) + f(l2)",
+        spec_ref="linearity-in-l",
+        strategy=lambda domain: linear_combinations(domain),
+        check=check_linear_in_token_nll,
+    ),
+    Invariant(
+        id="linear-in-weights",
+        group="algebra",
+        statement="J is the weighted sum of the five returned terms, and linear in the weights",
+        spec_ref="linearity-in-weights",
+        strategy=lambda domain: weight_pairs(domain),
+        check=check_linear_in_weights,
+    ),
+    Invariant(
+        id="zfree-scale-invariance",
+        group="algebra",
+        statement="b -> s b leaves pi and kappa (hence R_tok, R_cc, kappa) unchanged",
+        spec_ref="b-scale-invariance",
+        strategy=lambda domain: scaled_surprisals(domain),
+        check=check_scale_of_b,
+    ),
+    Invariant(
+        id="batch-decomposition",
+        group="algebra",
+        statement="the union of two batches is their kept-example-weighted mean, for every "
+        "term and diagnostic",
+        spec_ref="batch-decomposition",
+        strategy=lambda domain: batch_pairs(domain),
+        check=check_batch_decomposition,
+    ),
+)

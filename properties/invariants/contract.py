@@ -1,0 +1,111 @@
+"""The contract of an implementation (MATH.md, "Contract" and "Precision")."""
+
+from __future__ import annotations
+
+import torch
+
+from properties.cases import DTYPE_NAMES, LossCase
+from properties.invariant import Invariant, InvariantViolation
+from properties.invariants.common import ALL_NAMES, TOTAL, assume_gradient_representable
+from properties.invariants.edge_cases import EDGE_CASES
+from properties.strategies import loss_cases
+from properties.target import Probe
+from properties.tolerances import computation_dtype
+
+
+def _result_dtype(case: LossCase) -> torch.dtype:
+    return computation_dtype(case.dtype)
+
+
+def check_outputs_contract(probe: Probe, case: LossCase) -> None:
+    outputs, _ = probe.call(case, token_nll_requires_grad=True)
+    expected_dtype = _result_dtype(case)
+    problems = []
+    for name in ALL_NAMES:
+        value = outputs[name]
+        if value.dtype != expected_dtype:
+            problems.append(
+                f"{name} is {value.dtype}; {DTYPE_NAMES[case.dtype]} inputs give "
+                f"{DTYPE_NAMES[expected_dtype]} results (float32 or better, and float32/float64 "
+                "inputs keep their dtype)"
+            )
+        if value.device.type != torch.device(case.device).type:
+            problems.append(f"{name} is on {value.device}, the inputs on {case.device}")
+    if not outputs[TOTAL].requires_grad:
+        problems.append(f"{TOTAL} does not require grad although token_nll does")
+    if problems:
+        raise InvariantViolation("; ".join(problems))
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise-equal values (NaN equal to NaN), same dtype and shape."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.is_floating_point():
+        return bool(torch.equal(a.isnan(), b.isnan())) and bool(
+            torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+        )
+    return bool(torch.equal(a, b))
+
+
+def check_inputs_unmodified(probe: Probe, case: LossCase) -> None:
+    outputs, inputs = probe.call(case, token_nll_requires_grad=True)
+    outputs[TOTAL].backward()
+    fresh = case.tensors()
+    for name, used, original in zip(
+        ("token_nll", "zfree_token_nll", "mask"), inputs, fresh, strict=True
+    ):
+        if not _same(used.detach(), original):
+            raise InvariantViolation(
+                f"{name} was modified by the call (forward and backward): it held "
+                f"{original.tolist()} and now holds {used.detach().tolist()}"
+            )
+
+
+def check_deterministic(probe: Probe, case: LossCase) -> None:
+    assume_gradient_representable(case)
+    first, grad_first, _ = probe.gradients(case)
+    second, grad_second, _ = probe.gradients(case)
+    differing = [n for n in ALL_NAMES if repr(first[n]) != repr(second[n])]
+    if differing:
+        raise InvariantViolation(
+            "two calls on the same inputs disagree on "
+            + ", ".join(f"{n} ({first[n]!r} then {second[n]!r})" for n in differing)
+        )
+    if not _same(grad_first, grad_second):
+        raise InvariantViolation(
+            "two calls on the same inputs give different gradients with respect to "
+            f"token_nll: {grad_first.tolist()} then {grad_second.tolist()}"
+        )
+
+
+INVARIANTS = (
+    Invariant(
+        id="outputs-contract",
+        group="contract",
+        statement="all eight names are 0-dim tensors on the inputs' device, in float32 or "
+        "better (float32/float64 inputs keep their dtype); the total is differentiable",
+        spec_ref="MATH.md#contract-of-an-implementation",
+        strategy=lambda domain: loss_cases(domain),
+        check=check_outputs_contract,
+        examples=(EDGE_CASES["half-precision"], EDGE_CASES["bfloat16-integer-mask"]),
+    ),
+    Invariant(
+        id="inputs-unmodified",
+        group="contract",
+        statement="forward and backward leave token_nll, zfree_token_nll and mask unchanged, "
+        "padding included",
+        spec_ref="MATH.md#contract-of-an-implementation",
+        strategy=lambda domain: loss_cases(domain),
+        check=check_inputs_unmodified,
+        examples=(EDGE_CASES["nan-padding"],),
+    ),
+    Invariant(
+        id="deterministic",
+        group="contract",
+        statement="the same inputs give bitwise the same outputs and gradients",
+        spec_ref="MATH.md#contract-of-an-implementation",
+        strategy=lambda domain: loss_cases(domain),
+        check=check_deterministic,
+    ),
+)

@@ -1,0 +1,111 @@
+"""Named edge cases every run tries first (``@example``): each once mattered.
+
+A case is tried only where the domain under check admits it (``Domain.admits``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from properties.cases import LossCase
+from recon_impl import ReconstructionLossConfig
+
+NAN, INF = math.nan, math.inf
+ALL_WEIGHTS = dict(
+    raw_weight=1.0,
+    distribution_normalized_weight=0.5,
+    example_inverse_surprisal_weight=0.25,
+    token_weighted_weight=2.0,
+    normalized_concentration_corrected_token_weighted_weight=1.5,
+)
+
+
+def _config(**changes: float) -> ReconstructionLossConfig:
+    return ReconstructionLossConfig(**{**ALL_WEIGHTS, **changes})
+
+
+EDGE_CASES: dict[str, LossCase] = {
+    # Padded positions full of NaN and inf: multiplying by the mask leaks them.
+    "nan-padding": LossCase(
+        token_nll=((1.0, 2.0, NAN), (3.0, INF, -INF)),
+        zfree_token_nll=((0.5, 1.5, INF), (2.0, NAN, NAN)),
+        mask=((True, True, False), (True, False, False)),
+        config=_config(),
+    ),
+    # alpha = 0 with zero surprisal: 0^0 = 1, and exp(0 * log 0) is NaN.
+    "alpha0-zero-surprisal": LossCase(
+        token_nll=((1.0, 2.0, 3.0),),
+        zfree_token_nll=((0.0, 1.0, 2.0),),
+        mask=((True, True, True),),
+        config=_config(token_weight_alpha=0.0, example_inverse_surprisal_epsilon=0.0),
+    ),
+    # alpha > 0 so small it rounds to 0 in float32: 0^alpha is still 0, not 0^0 = 1.
+    "tiny-alpha-zero-surprisal": LossCase(
+        token_nll=((1.0, 5.0, 2.0),),
+        zfree_token_nll=((2.0, 0.0, 1.0),),
+        mask=((True, True, True),),
+        config=_config(token_weight_alpha=1e-300),
+        dtype=torch.float32,
+    ),
+    # alpha > 0 and every valid b = 0: uniform shares, kappa = 1 (0/0 otherwise).
+    "all-zero-surprisal-row": LossCase(
+        token_nll=((1.0, 3.0), (2.0, 0.0)),
+        zfree_token_nll=((0.0, 0.0), (4.0, 0.0)),
+        mask=((True, True), (True, False)),
+        config=_config(token_weight_alpha=2.0, example_inverse_surprisal_epsilon=0.5),
+    ),
+    # A fully padded example is dropped, not averaged in as a zero.
+    "empty-row": LossCase(
+        token_nll=((1.0, 2.0), (5.0, 7.0), (3.0, 0.0)),
+        zfree_token_nll=((1.0, 3.0), (1.0, 1.0), (2.0, 0.0)),
+        mask=((True, True), (False, False), (True, False)),
+        config=_config(),
+    ),
+    # One valid token per example: shares are 1 whatever alpha.
+    "single-token-rows": LossCase(
+        token_nll=((2.0,), (4.0,)),
+        zfree_token_nll=((0.5,), (3.0,)),
+        mask=((True,), (True,)),
+        config=_config(token_weight_alpha=3.0),
+    ),
+    # Huge alpha in float32: b^alpha overflows unless the maximum is taken out.
+    "huge-alpha-float32": LossCase(
+        token_nll=((1.0, 2.0, 3.0), (4.0, 5.0, 6.0)),
+        zfree_token_nll=((1e4, 9000.0, 0.5), (1e4, 1e4, 2.0)),
+        mask=((True, True, True), (True, True, True)),
+        config=_config(token_weight_alpha=1e3),
+        dtype=torch.float32,
+    ),
+    # Ties at the largest surprisal share the weight evenly.
+    "ties-at-max": LossCase(
+        token_nll=((1.0, 5.0, 9.0),),
+        zfree_token_nll=((3.0, 3.0, 1.0),),
+        mask=((True, True, True),),
+        config=_config(token_weight_alpha=7.0),
+    ),
+    # epsilon far larger than every loss, and a tiny reference scale.
+    "large-epsilon-tiny-scale": LossCase(
+        token_nll=((1.0, 2.0),),
+        zfree_token_nll=((0.25, 0.75),),
+        mask=((True, True),),
+        config=_config(example_inverse_surprisal_epsilon=1e5, zfree_reference_scale=1e-3),
+    ),
+    # Half precision must be computed in float32.
+    "half-precision": LossCase(
+        token_nll=((0.1, 7.5, 1000.0), (2.0, 0.0, 0.0)),
+        zfree_token_nll=((0.3, 6.0, 900.0), (1.5, 0.0, 0.0)),
+        mask=((True, True, True), (True, False, False)),
+        config=_config(token_weight_alpha=1.5),
+        dtype=torch.float16,
+    ),
+    "bfloat16-integer-mask": LossCase(
+        token_nll=((0.125, 3.0), (2.0, 1.0)),
+        zfree_token_nll=((0.25, 2.0), (1.0, 1.0)),
+        mask=((True, True), (True, False)),
+        config=_config(),
+        dtype=torch.bfloat16,
+        mask_dtype=torch.int64,
+    ),
+}

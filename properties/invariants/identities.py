@@ -1,0 +1,109 @@
+"""The identities of MATH.md at alpha = 0, alpha = 1 and at the z-free baseline.
+
+Each is checked on the implementation's own outputs, with the right-hand side computed
+here in float64 from the case, so a failure names the identity rather than a number.
+"""
+
+from __future__ import annotations
+
+import math
+
+from properties.assertions import assert_values_close
+from properties.cases import LossCase
+from properties.invariant import Invariant
+from properties.invariants.common import kept_rows, mean, tolerance
+from properties.invariants.edge_cases import EDGE_CASES
+from properties.strategies import baseline_cases, loss_cases
+from properties.target import Probe
+
+
+def check_alpha_zero(probe: Probe, case: LossCase) -> None:
+    out = probe.values(case)
+    bbar_mean = mean([mean(b) for _, b in kept_rows(case)])
+    assert_values_close(
+        {
+            "R_tok": out["token_weighted_reconstruction_loss"],
+            "R_cc": out["normalized_concentration_corrected_token_weighted_reconstruction_loss"],
+            "token_concentration_factor": out["token_concentration_factor"],
+            "token_weighted_base_loss": out["token_weighted_base_loss"],
+        },
+        {
+            "R_tok": out["reconstruction_loss"],
+            "R_cc": out["distribution_normalized_reconstruction_loss"],
+            "token_concentration_factor": 1.0,
+            "token_weighted_base_loss": bbar_mean,
+        },
+        tolerance(case),
+        what="alpha = 0 gives uniform shares: R_tok = R_raw, R_cc = R_dist, kappa = 1, btok = bbar",
+    )
+
+
+def check_alpha_one(probe: Probe, case: LossCase) -> None:
+    out = probe.values(case)
+    token_weighted, base, kappa = [], [], []
+    for l, b in kept_rows(case):
+        total_b = math.fsum(b)
+        # pi_t = b_t / sum_s b_s (uniform when every b is 0)
+        shares = [v / total_b for v in b] if total_b > 0 else [1 / len(b)] * len(b)
+        token_weighted.append(math.fsum(p * v for p, v in zip(shares, l, strict=True)))
+        base.append(math.fsum(p * v for p, v in zip(shares, b, strict=True)))
+        kappa.append(base[-1] / mean(b) if total_b > 0 else 1.0)
+    assert_values_close(
+        out,
+        {
+            "token_weighted_reconstruction_loss": mean(token_weighted),
+            "token_weighted_base_loss": mean(base),
+            "token_concentration_factor": mean(kappa),
+        },
+        tolerance(case),
+        what="alpha = 1 gives linear surprisal shares pi_t = b_t / sum_s b_s",
+    )
+
+
+def check_baseline(probe: Probe, case: LossCase) -> None:
+    out = probe.values(case)
+    epsilon = case.config.example_inverse_surprisal_epsilon
+    expected_ex = mean([mean(b) / (mean(b) + epsilon) for _, b in kept_rows(case)])
+    assert_values_close(
+        out,
+        {
+            "distribution_normalized_reconstruction_loss": 1.0,
+            "normalized_concentration_corrected_token_weighted_reconstruction_loss": 1.0,
+            "example_inverse_surprisal_weighted_reconstruction_loss": expected_ex,
+            "token_weighted_reconstruction_loss": out["token_weighted_base_loss"],
+        },
+        tolerance(case),
+        what="at the z-free baseline (l = b, c = mean bbar): R_dist = R_cc = 1, "
+        "R_ex = mean bbar/(bbar + eps), R_tok = token_weighted_base_loss",
+    )
+
+
+INVARIANTS = (
+    Invariant(
+        id="alpha-zero-uniform",
+        group="identities",
+        statement="alpha = 0: uniform shares even where b = 0, so R_tok = R_raw, R_cc = R_dist "
+        "and kappa = 1",
+        spec_ref="alpha0-uniform-shares",
+        strategy=lambda domain: loss_cases(domain, alpha=0.0),
+        check=check_alpha_zero,
+        examples=(EDGE_CASES["alpha0-zero-surprisal"],),
+    ),
+    Invariant(
+        id="alpha-one-linear",
+        group="identities",
+        statement="alpha = 1: the shares are b_t / sum_s b_s",
+        spec_ref="alpha1-linear-shares",
+        strategy=lambda domain: loss_cases(domain, alpha=1.0),
+        check=check_alpha_one,
+    ),
+    Invariant(
+        id="zfree-baseline",
+        group="identities",
+        statement="l = b and c = mean bbar give R_dist = R_cc = 1, R_ex = mean bbar/(bbar+eps) "
+        "and R_tok = token_weighted_base_loss",
+        spec_ref="baseline-normalized-terms",
+        strategy=lambda domain: baseline_cases(domain),
+        check=check_baseline,
+    ),
+)

@@ -1,0 +1,211 @@
+"""What must not matter: padded values, extra padding, the order of tokens and examples."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+from properties.assertions import assert_tensor_close, assert_values_close
+from properties.cases import LossCase, round_to
+from properties.invariant import Invariant, InvariantViolation
+from properties.invariants.common import ALL_NAMES, assume_gradient_representable, tolerance
+from properties.invariants.edge_cases import EDGE_CASES
+from properties.strategies import PADDING_VALUES, Domain, loss_cases
+from properties.target import Probe
+
+
+def _with_padding_from(case: LossCase, fill: list[float]) -> LossCase:
+    def refill(rows, offset):
+        return tuple(
+            tuple(
+                v if valid else round_to(case.dtype, fill[(i * len(row) + j + offset) % len(fill)])
+                for j, (v, valid) in enumerate(zip(row, mask_row, strict=True))
+            )
+            for i, (row, mask_row) in enumerate(zip(rows, case.mask, strict=True))
+        )
+
+    return case.with_rows(refill(case.token_nll, 0), refill(case.zfree_token_nll, 1), case.mask)
+
+
+@st.composite
+def repadded(draw: st.DrawFn, domain: Domain):
+    case = draw(loss_cases(domain))
+    fill = draw(st.lists(st.sampled_from(PADDING_VALUES), min_size=1, max_size=4))
+    return case, fill
+
+
+def check_padding_ignored(probe: Probe, drawn) -> None:
+    case, fill = drawn
+    clean = _with_padding_from(case, [0.0])
+    dirty = _with_padding_from(case, fill)
+    assume_gradient_representable(case)
+    f_clean, grad_clean, _ = probe.gradients(clean)
+    f_dirty, grad_dirty, _ = probe.gradients(dirty)
+    tol = tolerance(case)
+    assert_values_close(
+        f_dirty,
+        f_clean,
+        tol,
+        names=ALL_NAMES,
+        what=f"padded positions holding {fill} instead of 0 must change no output",
+    )
+    assert_tensor_close(
+        grad_dirty,
+        grad_clean,
+        tol,
+        what=f"padded positions holding {fill} instead of 0 must change no gradient",
+    )
+    mask = torch.tensor(case.mask)
+    if bool((grad_dirty[~mask] != 0).any()):
+        raise InvariantViolation(
+            f"the gradient at padded positions must be 0, got {grad_dirty.tolist()}"
+        )
+
+
+@st.composite
+def extended(draw: st.DrawFn, domain: Domain):
+    case = draw(loss_cases(domain))
+    extra_columns = draw(st.integers(0, 3))
+    extra_rows = draw(st.integers(0, 2))
+    position = draw(st.integers(0, case.shape[0]))
+    junk = draw(st.sampled_from(PADDING_VALUES))
+    return case, extra_columns, extra_rows, position, junk
+
+
+def check_padding_extension(probe: Probe, drawn) -> None:
+    case, extra_columns, extra_rows, position, junk = drawn
+    junk = round_to(case.dtype, junk)
+    length = case.shape[1] + extra_columns
+
+    def widen(rows, fill):
+        rows = [tuple(row) + (fill,) * extra_columns for row in rows]
+        return tuple(rows[:position] + [(fill,) * length] * extra_rows + rows[position:])
+
+    bigger = case.with_rows(
+        widen(case.token_nll, junk), widen(case.zfree_token_nll, junk), widen(case.mask, False)
+    )
+    assume_gradient_representable(case)
+    f, grad, _ = probe.gradients(case)
+    g, grad_big, _ = probe.gradients(bigger)
+    tol = tolerance(bigger)
+    what = (
+        f"{extra_columns} padded positions per example and {extra_rows} fully padded "
+        f"examples (holding {junk}) at row {position}"
+    )
+    assert_values_close(g, f, tol, names=ALL_NAMES, what=f"adding {what} must change nothing")
+    keep = [i for i in range(bigger.shape[0]) if not position <= i < position + extra_rows]
+    original_part = grad_big[keep][:, : case.shape[1]]
+    assert_tensor_close(original_part, grad, tol, what=f"gradient after adding {what}")
+    rest = grad_big.clone()
+    rest[torch.tensor(keep, dtype=torch.long)[:, None], torch.arange(case.shape[1])] = 0
+    assert_tensor_close(rest, torch.zeros_like(rest), tol, what=f"gradient on the {what}")
+
+
+@st.composite
+def token_permutations(draw: st.DrawFn, domain: Domain):
+    case = draw(loss_cases(domain))
+    orders = [draw(st.permutations(range(case.shape[1]))) for _ in range(case.shape[0])]
+    return case, orders
+
+
+def check_token_permutation(probe: Probe, drawn) -> None:
+    case, orders = drawn
+
+    def permute(rows):
+        return tuple(tuple(row[j] for j in order) for row, order in zip(rows, orders, strict=True))
+
+    permuted = case.with_rows(
+        permute(case.token_nll), permute(case.zfree_token_nll), permute(case.mask)
+    )
+    assume_gradient_representable(case)
+    f, grad, _ = probe.gradients(case)
+    g, grad_permuted, _ = probe.gradients(permuted)
+    tol = tolerance(case)
+    assert_values_close(
+        g,
+        f,
+        tol,
+        names=ALL_NAMES,
+        what=f"permuting positions within each example (orders {orders}) must change nothing",
+    )
+    index = torch.tensor(orders, dtype=torch.long)
+    assert_tensor_close(
+        grad_permuted,
+        grad.gather(1, index),
+        tol,
+        what=f"the gradient must follow its token when positions are permuted ({orders})",
+    )
+
+
+@st.composite
+def example_permutations(draw: st.DrawFn, domain: Domain):
+    case = draw(loss_cases(domain))
+    return case, draw(st.permutations(range(case.shape[0])))
+
+
+def check_example_permutation(probe: Probe, drawn) -> None:
+    case, order = drawn
+
+    def permute(rows):
+        return tuple(rows[i] for i in order)
+
+    permuted = case.with_rows(
+        permute(case.token_nll), permute(case.zfree_token_nll), permute(case.mask)
+    )
+    assume_gradient_representable(case)
+    f, grad, _ = probe.gradients(case)
+    g, grad_permuted, _ = probe.gradients(permuted)
+    tol = tolerance(case)
+    assert_values_close(
+        g,
+        f,
+        tol,
+        names=ALL_NAMES,
+        what=f"permuting the examples (order {order}) must change nothing",
+    )
+    assert_tensor_close(
+        grad_permuted,
+        grad[list(order)],
+        tol,
+        what=f"the gradient must follow its example when examples are permuted ({order})",
+    )
+
+
+INVARIANTS = (
+    Invariant(
+        id="padding-ignored",
+        group="invariance",
+        statement="values at padded positions (NaN and inf included) change no output and no "
+        "gradient, and the gradient there is 0",
+        spec_ref="padding-invariance",
+        strategy=lambda domain: repadded(domain),
+        check=check_padding_ignored,
+        examples=((EDGE_CASES["nan-padding"], [float("nan"), float("inf")]),),
+    ),
+    Invariant(
+        id="padding-extension",
+        group="invariance",
+        statement="adding padded positions or fully padded examples changes nothing",
+        spec_ref="padding-invariance",
+        strategy=lambda domain: extended(domain),
+        check=check_padding_extension,
+        examples=((EDGE_CASES["empty-row"], 1, 1, 0, float("nan")),),
+    ),
+    Invariant(
+        id="token-permutation",
+        group="invariance",
+        statement="permuting positions within an example (l, b and mask together) changes "
+        "nothing; the gradient follows its token",
+        spec_ref="token-permutation-invariance",
+        strategy=lambda domain: token_permutations(domain),
+        check=check_token_permutation,
+    ),
+    Invariant(
+        id="example-permutation",
+        group="invariance",
+        statement="permuting examples changes nothing; the gradient follows its example",
+        spec_ref="example-permutation-invariance",
+        strategy=lambda domain: example_permutations(domain),
+        check=check_example_permutation,
+    ),
+)

@@ -1,0 +1,75 @@
+"""Agreement with the spec's high-precision oracle (MATH.md, every definition)."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from properties.assertions import assert_values_close
+from properties.cases import DTYPE_NAMES, LossCase
+from properties.invariant import Invariant
+from properties.invariants.common import ALL_NAMES, tolerance
+from properties.invariants.edge_cases import EDGE_CASES
+from properties.oracle import expected
+from properties.strategies import Domain, logits_cases, loss_cases
+from properties.target import Probe
+
+
+def check_oracle_agreement(probe: Probe, case: LossCase) -> None:
+    observed = probe.values(case)
+    assert_values_close(
+        observed,
+        expected(case).values,
+        tolerance(case),
+        names=ALL_NAMES,
+        what=f"{DTYPE_NAMES[case.dtype]} outputs against the spec's float64-or-better oracle",
+    )
+
+
+def _cases(domain: Domain, dtypes) -> st.SearchStrategy[LossCase]:
+    return loss_cases(domain, dtypes=dtypes) if dtypes else st.nothing()
+
+
+INVARIANTS = (
+    Invariant(
+        id="oracle-agreement",
+        group="values",
+        statement="float64 and float32 inputs: the eight outputs equal the spec's oracle "
+        "within the dtype's tolerance",
+        spec_ref="MATH.md#the-five-terms-the-two-diagnostics-and-the-total",
+        strategy=lambda domain: _cases(domain, domain.full_precision_dtypes),
+        check=check_oracle_agreement,
+        examples=tuple(
+            EDGE_CASES[name]
+            for name in (
+                "nan-padding",
+                "alpha0-zero-surprisal",
+                "tiny-alpha-zero-surprisal",
+                "all-zero-surprisal-row",
+                "empty-row",
+                "single-token-rows",
+                "huge-alpha-float32",
+                "ties-at-max",
+                "large-epsilon-tiny-scale",
+            )
+        ),
+    ),
+    Invariant(
+        id="oracle-agreement-low-precision",
+        group="values",
+        statement="bfloat16 and float16 inputs are computed in float32: the outputs equal the "
+        "oracle on the rounded inputs within float32's tolerance",
+        spec_ref="MATH.md#precision",
+        strategy=lambda domain: _cases(domain, domain.low_precision_dtypes),
+        check=check_oracle_agreement,
+        examples=(EDGE_CASES["half-precision"], EDGE_CASES["bfloat16-integer-mask"]),
+    ),
+    Invariant(
+        id="oracle-agreement-logits",
+        group="values",
+        statement="losses a language model makes (cross-entropy of logits, ignore_index "
+        "padding) give the oracle's outputs",
+        spec_ref="MATH.md#the-five-terms-the-two-diagnostics-and-the-total",
+        strategy=lambda domain: logits_cases(domain),
+        check=check_oracle_agreement,
+    ),
+)

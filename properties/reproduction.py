@@ -1,0 +1,78 @@
+"""A failure as a standalone Python script: tensors written out, no hypothesis needed."""
+
+from __future__ import annotations
+
+import textwrap
+
+from properties.cases import DTYPE_NAMES, format_config, format_rows
+from properties.target import Call
+
+
+def import_lines(target: str) -> list[str]:
+    """Lines that bind the target to ``impl``."""
+    module, _, attribute = target.partition(":")
+    if module.endswith(".py") or "/" in module:
+        return [
+            "import importlib.util",
+            f"_spec = importlib.util.spec_from_file_location('target', {module!r})",
+            "_module = importlib.util.module_from_spec(_spec)",
+            "_spec.loader.exec_module(_module)",
+            f"impl = _module.{attribute}",
+        ]
+    if "." in attribute:
+        return [f"import {module}", f"impl = {module}.{attribute}"]
+    return [f"from {module} import {attribute} as impl"]
+
+
+def _dtype(dtype) -> str:
+    return f"torch.{DTYPE_NAMES.get(dtype, str(dtype).removeprefix('torch.'))}"
+
+
+def render_call(index: int, call: Call) -> list[str]:
+    case, k = call.case, index
+    device = "" if case.device == "cpu" else f", device={case.device!r}"
+    grad = ", requires_grad=True"
+    shape = f".reshape({case.shape[0]}, {case.shape[1]})" if 0 in case.shape else ""
+    lines = [
+        f"token_nll_{k} = torch.tensor({format_rows(case.token_nll)}, "
+        f"dtype={_dtype(case.dtype)}{device}{grad if call.token_nll_requires_grad else ''})"
+        f"{shape}",
+        f"zfree_token_nll_{k} = torch.tensor({format_rows(case.zfree_token_nll)}, "
+        f"dtype={_dtype(case.dtype)}{device}{grad if call.zfree_requires_grad else ''}){shape}",
+        f"mask_{k} = torch.tensor({format_rows(case.mask)}, dtype={_dtype(case.mask_dtype)}"
+        f"{device}){shape}",
+        f"config_{k} = {format_config(case.config)}",
+        f"out_{k} = impl(token_nll_{k}, zfree_token_nll_{k}, mask_{k}, config_{k})",
+    ]
+    if call.error:
+        lines[-1] += f"  # raises {call.error.splitlines()[0][:200]}"
+        return lines
+    lines.append(f"print({{name: value.item() for name, value in out_{k}.items()}})")
+    if call.backward_of:
+        lines += [
+            f'out_{k}["{call.backward_of}"].backward()',
+            f"print('d {call.backward_of} / d token_nll:', token_nll_{k}.grad)",
+        ]
+        if call.zfree_requires_grad:
+            lines.append(
+                f"print('d {call.backward_of} / d zfree_token_nll:', zfree_token_nll_{k}.grad)"
+            )
+    return lines
+
+
+def render(target: str, invariant_id: str, statement: str, calls: list[Call], message: str) -> str:
+    """The script: imports, each recorded call, and what the spec expects as comments."""
+    lines = [
+        f"# recon-spec invariant {invariant_id}: {statement}",
+        "import torch",
+        "",
+        "from recon_impl import ReconstructionLossConfig",
+        *import_lines(target),
+        "",
+    ]
+    for index, call in enumerate(calls, start=1):
+        lines += [*render_call(index, call), ""]
+    lines.append("# What the spec expects:")
+    for line in message.splitlines():
+        lines += ["# " + part for part in textwrap.wrap(line, 96, drop_whitespace=False) or [""]]
+    return "\n".join(lines)

@@ -1,0 +1,149 @@
+"""Runs invariants against a target with hypothesis and turns failures into reports."""
+
+from __future__ import annotations
+
+import time
+import traceback
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import hypothesis
+from hypothesis import example, given
+from hypothesis.errors import HypothesisException
+
+from properties.cases import LossCase
+from properties.diagnosis import diagnose
+from properties.invariant import Invariant, InvariantViolation
+from properties.oracle import expected
+from properties.reproduction import render
+from properties.strategies import DEFAULT_DOMAIN, Domain
+from properties.target import Implementation, Probe
+from properties.tolerances import output_tolerance
+
+
+@dataclass
+class Failure:
+    """What a user needs to act on a failed invariant."""
+
+    message: str
+    minimal_input: str
+    reproduction: str
+    diagnosis: list[str] = field(default_factory=list)
+    traceback: str = ""
+
+
+@dataclass
+class InvariantResult:
+    invariant_id: str
+    status: str  # "passed", "failed" or "not applicable"
+    examples: int
+    seconds: float
+    failure: Failure | None = None
+    #: the seed the run used (None: hypothesis chose one at random)
+    seed: int | None = None
+
+
+def invariant_seed(invariant: Invariant, seed: int | None, settings: hypothesis.settings):
+    """The seed to run with: the user's (mixed with the invariant id, so invariants do not
+    all draw alike), or a fixed one per invariant when the profile is derandomized."""
+    if seed is not None:
+        return (zlib.crc32(invariant.id.encode()) ^ seed) & 0xFFFFFFFF
+    if settings.derandomize:
+        return zlib.crc32(invariant.id.encode())
+    return None
+
+
+def _diagnose_calls(probe: Probe) -> list[str]:
+    findings: list[str] = []
+    for call in probe.calls:
+        if not call.values or not isinstance(call.case, LossCase):
+            continue
+        try:
+            reference = expected(call.case).values
+        except Exception:  # an input the oracle rejects: nothing to compare with
+            continue
+        case = call.case
+        tol = output_tolerance(
+            case.dtype, length=case.shape[1], alpha=case.config.token_weight_alpha
+        )
+        for finding in diagnose(case, call.values, reference, tol):
+            if finding not in findings:
+                findings.append(finding)
+    return findings
+
+
+def run_invariant(
+    invariant: Invariant,
+    implementation: Implementation,
+    *,
+    target: str,
+    settings: hypothesis.settings,
+    domain: Domain = DEFAULT_DOMAIN,
+    seed: int | None = None,
+) -> InvariantResult:
+    """Check one invariant; on failure, report hypothesis's shrunk counterexample."""
+    if not invariant.applies(domain):
+        return InvariantResult(invariant.id, "not applicable", 0, 0.0)
+    last: dict[str, Any] = {}
+    count = 0
+
+    def check_one(drawn: Any) -> None:
+        nonlocal count
+        count += 1
+        probe = Probe(implementation)
+        last["probe"], last["drawn"] = probe, drawn
+        invariant.check(probe, drawn)
+
+    # Distinct database keys (and derandomized seeds) per invariant and target.
+    digest = f"{invariant.id}|{target}".encode()
+    check_one._hypothesis_internal_add_digest = digest  # type: ignore[attr-defined]
+    test = given(invariant.inputs(domain))(check_one)
+    for edge in reversed(invariant.examples):
+        case = edge[0] if isinstance(edge, tuple) else edge
+        if not isinstance(case, LossCase) or domain.admits(case):
+            test = example(edge)(test)
+    test = hypothesis.settings(settings)(test)
+    used_seed = invariant_seed(invariant, seed, settings)
+    if used_seed is not None:
+        test = hypothesis.seed(used_seed)(test)
+
+    start = time.perf_counter()
+    try:
+        test()
+    except BaseException as error:
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        seconds = time.perf_counter() - start
+        return InvariantResult(
+            invariant.id,
+            "failed",
+            count,
+            seconds,
+            _failure(invariant, target, error, last),
+            used_seed,
+        )
+    return InvariantResult(
+        invariant.id, "passed", count, time.perf_counter() - start, None, used_seed
+    )
+
+
+def _failure(invariant: Invariant, target: str, error: BaseException, last: dict) -> Failure:
+    probe: Probe | None = last.get("probe")
+    if isinstance(error, InvariantViolation):
+        message = str(error)
+        trace = ""
+    elif isinstance(error, HypothesisException):
+        message = f"hypothesis could not run this invariant: {type(error).__name__}: {error}"
+        trace = "".join(traceback.format_exception(error))
+    else:
+        message = f"the check raised {type(error).__name__}: {error}"
+        trace = "".join(traceback.format_exception(error))
+    calls = probe.calls if probe else []
+    return Failure(
+        message=message,
+        minimal_input=repr(last.get("drawn")),
+        reproduction=render(target, invariant.id, invariant.statement, calls, message),
+        diagnosis=_diagnose_calls(probe) if probe else [],
+        traceback=trace,
+    )

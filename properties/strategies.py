@@ -1,0 +1,370 @@
+"""Hypothesis strategies for the stack's inputs: masks, losses, baselines, configs, logits.
+
+Everything shrinks towards a small, readable case: one example of one token, losses of
+1.0, the default config, float64. The edge values the spec cares about are drawn on
+purpose, not left to chance: zeros and ties (values come from a short list half the time),
+tiny and huge losses (up to ``Domain.max_loss``), empty, single-token and fully valid rows,
+alpha exactly 0 and 1 and up to ``Domain.max_alpha``, epsilon 0 and larger than every loss,
+the reference scale c across six orders of magnitude, and padding full of NaN and inf.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import cache
+
+import torch
+from hypothesis import strategies as st
+
+from properties.cases import LossCase, MaskRows, Rows, round_to
+from recon_impl import ReconstructionLossConfig
+
+#: alpha is drawn up to this for comparisons with the oracle; beyond it the tolerance,
+#: which grows with alpha (properties/tolerances.py), says little. Larger alphas are
+#: checked for finiteness and concentration instead.
+COMPARISON_MAX_ALPHA = 1e3
+
+ALL_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float64,
+    torch.float32,
+    torch.bfloat16,
+    torch.float16,
+)
+INTEGER_MASK_DTYPES: tuple[torch.dtype, ...] = (torch.uint8, torch.int32, torch.int64)
+
+#: values a padded position may hold: anything, NaN and inf included (MATH.md "Inputs").
+PADDING_VALUES: tuple[float, ...] = (0.0, math.nan, math.inf, -math.inf, -1.0, 1e30)
+
+WEIGHT_NAMES: tuple[str, ...] = (
+    "raw_weight",
+    "distribution_normalized_weight",
+    "example_inverse_surprisal_weight",
+    "token_weighted_weight",
+    "normalized_concentration_corrected_token_weighted_weight",
+)
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The inputs an implementation is checked on.
+
+    The default is the whole domain MATH.md promises. An implementation that is only meant
+    to be right on a part of it (a naive float64 formula, say) is checked on that part by
+    narrowing the domain, never by loosening a tolerance.
+    """
+
+    max_batch: int = 8
+    max_length: int = 8
+    max_loss: float = 1e4
+    #: the largest alpha the implementation is meant for: any finite one by default
+    max_alpha: float = math.inf
+    dtypes: tuple[torch.dtype, ...] = ALL_DTYPES
+    device: str = "cpu"
+
+    def admits(self, case: LossCase) -> bool:
+        """Whether ``case`` lies in this domain (edge cases outside it are not tried)."""
+        batch, length = case.shape
+        values = [
+            v
+            for rows in (case.token_nll, case.zfree_token_nll)
+            for row, mask_row in zip(rows, case.mask, strict=True)
+            for v, valid in zip(row, mask_row, strict=True)
+            if valid
+        ]
+        return (
+            batch <= self.max_batch
+            and length <= self.max_length
+            and case.dtype in self.dtypes
+            and case.config.token_weight_alpha <= self.max_alpha
+            and all(v <= self.max_loss for v in values)
+        )
+
+    @property
+    def low_precision_dtypes(self) -> tuple[torch.dtype, ...]:
+        return tuple(d for d in self.dtypes if d in (torch.bfloat16, torch.float16))
+
+    @property
+    def full_precision_dtypes(self) -> tuple[torch.dtype, ...]:
+        return tuple(d for d in self.dtypes if d in (torch.float64, torch.float32))
+
+
+DEFAULT_DOMAIN = Domain()
+
+
+@cache
+def shapes(domain: Domain = DEFAULT_DOMAIN) -> st.SearchStrategy[tuple[int, int]]:
+    """``(B, T)``, shrinking to ``(1, 1)``."""
+    return st.tuples(
+        st.integers(1, domain.max_batch),
+        st.integers(1, domain.max_length),
+    )
+
+
+_MASK_LAYOUTS = st.sampled_from(["prefix", "scattered"])
+
+
+@cache
+def _padding_counts(batch: int, length: int) -> st.SearchStrategy[list[int]]:
+    return st.lists(st.integers(0, length), min_size=batch, max_size=batch)
+
+
+@cache
+def _holes(length: int) -> st.SearchStrategy[list[bool]]:
+    return st.lists(st.booleans(), min_size=length, max_size=length)
+
+
+@st.composite
+def masks(draw: st.DrawFn, batch: int, length: int) -> MaskRows:
+    """Ragged masks with at least one valid token in the batch.
+
+    Right-padded rows (``prefix``) are what data loaders make; ``scattered`` masks cover
+    left padding and holes. Both shrink towards fully valid rows, then empty rows appear
+    only where a failure needs them.
+    """
+    layout = draw(st.sampled_from(["prefix", "scattered"]))
+    if layout == "prefix":
+        padded_per_row = draw(st.lists(st.integers(0, length), min_size=batch, max_size=batch))
+        rows = [[t < length - padded for t in range(length)] for padded in padded_per_row]
+    else:
+        rows = [[not draw(st.booleans()) for _ in range(length)] for _ in range(batch)]
+    if not any(any(row) for row in rows):
+        rows[0][0] = True  # a batch with no valid token is an error case, drawn elsewhere
+    return tuple(tuple(row) for row in rows)
+
+
+@cache
+def simple_losses(max_loss: float = DEFAULT_DOMAIN.max_loss) -> st.SearchStrategy[float]:
+    """Values that tie and sit at the edges: 1, 0, 2, 1/2, 3, tiny, and the largest."""
+    return st.sampled_from([1.0, 0.0, 2.0, 0.5, 3.0, 1e-30, 1e-6, max_loss])
+
+
+_PADDING = st.sampled_from(PADDING_VALUES)
+_ROW_STYLES = st.sampled_from(["simple", "tied", "generic"])
+
+
+@cache
+def _generic_losses(max_loss: float) -> st.SearchStrategy[float]:
+    return st.floats(0.0, max_loss, allow_subnormal=False)
+
+
+@cache
+def _any_loss(max_loss: float) -> st.SearchStrategy[float]:
+    return st.one_of(simple_losses(max_loss), _generic_losses(max_loss))
+
+
+@cache
+def _loss_list(style: str, max_loss: float, size: int) -> st.SearchStrategy[list[float]]:
+    element = simple_losses(max_loss) if style == "simple" else _generic_losses(max_loss)
+    return st.lists(element, min_size=size, max_size=size)
+
+
+@st.composite
+def loss_rows(
+    draw: st.DrawFn,
+    mask: MaskRows,
+    dtype: torch.dtype,
+    max_loss: float = DEFAULT_DOMAIN.max_loss,
+    *,
+    padding: bool = True,
+) -> Rows:
+    """Non-negative losses at valid positions, held exactly by ``dtype``; one padding value
+    (NaN, inf, ...) at the padded positions of the tensor.
+
+    Each row is ``simple`` (values from ``simple_losses``: zeros, ties, tiny, the largest),
+    ``tied`` (one value throughout) or ``generic`` (any floats in ``[0, max_loss]``).
+    One draw per value keeps generation fast; rows shrink to ``simple`` rows of 1.0.
+    """
+    junk = round_to(dtype, draw(_PADDING)) if padding else 0.0
+    rows = []
+    for mask_row in mask:
+        style = draw(_ROW_STYLES)
+        if style == "tied":
+            values = [draw(_any_loss(max_loss))] * len(mask_row)
+        else:
+            values = draw(_loss_list(style, max_loss, len(mask_row)))
+        rows.append(
+            tuple(
+                round_to(dtype, v) if valid else junk
+                for v, valid in zip(values, mask_row, strict=True)
+            )
+        )
+    return tuple(rows)
+
+
+@cache
+def weights() -> st.SearchStrategy[float]:
+    """A term weight: 0 and 1 first, then anything in [0, 10]."""
+    return st.one_of(st.sampled_from([0.0, 1.0]), st.floats(0.0, 10.0))
+
+
+@cache
+def alphas(max_alpha: float = COMPARISON_MAX_ALPHA) -> st.SearchStrategy[float]:
+    """alpha >= 0: exactly 1 (the default) and 0 first, then small and large values."""
+    max_alpha = min(max_alpha, COMPARISON_MAX_ALPHA)
+    return st.one_of(
+        st.sampled_from([a for a in (1.0, 0.0, 2.0, 0.5) if a <= max_alpha]),
+        st.floats(0.0, min(4.0, max_alpha)),
+        st.floats(0.0, max_alpha),
+        st.just(max_alpha),
+    )
+
+
+#: the smallest positive epsilon drawn: l/eps stays below 1e12 for losses up to 1e4, so
+#: every exact output is representable in float32 (a smaller epsilon makes R_ex overflow,
+#: which no implementation can help).
+MIN_POSITIVE_EPSILON = 1e-8
+
+
+@cache
+def epsilons(max_loss: float = DEFAULT_DOMAIN.max_loss) -> st.SearchStrategy[float]:
+    """epsilon >= 0: the default, 0, and values up to larger than every loss."""
+    return st.one_of(
+        st.sampled_from([MIN_POSITIVE_EPSILON, 0.0, 1.0]),
+        st.floats(MIN_POSITIVE_EPSILON, 10.0 * max_loss),
+    )
+
+
+@cache
+def reference_scales() -> st.SearchStrategy[float]:
+    """c > 0 across orders of magnitude: 10^k * m for k in [-3, 3], m in [1, 10)."""
+    return st.one_of(
+        st.just(1.0),
+        st.builds(
+            lambda k, m: m * 10.0**k,
+            st.integers(-3, 3),
+            st.floats(1.0, 10.0, exclude_max=True),
+        ),
+    )
+
+
+@st.composite
+def configs(
+    draw: st.DrawFn, domain: Domain = DEFAULT_DOMAIN, *, alpha: float | None = None
+) -> ReconstructionLossConfig:
+    """Configs with zero and non-zero weights; ``alpha`` pins the exponent when given."""
+    return ReconstructionLossConfig(
+        **{name: draw(weights()) for name in WEIGHT_NAMES},
+        token_weight_alpha=draw(alphas(domain.max_alpha)) if alpha is None else alpha,
+        example_inverse_surprisal_epsilon=draw(epsilons(domain.max_loss)),
+        zfree_reference_scale=draw(reference_scales()),
+    )
+
+
+def has_kept_example_without_surprisal(zfree: Rows, mask: MaskRows) -> bool:
+    return any(
+        any(row_mask) and all(v == 0 for v, valid in zip(row, row_mask, strict=True) if valid)
+        for row, row_mask in zip(zfree, mask, strict=True)
+    )
+
+
+def make_valid(case: LossCase) -> LossCase:
+    """Repair the one error case a random draw can hit: epsilon = 0 with a kept example
+    whose z-free losses are all 0 gets the default epsilon instead."""
+    if case.config.example_inverse_surprisal_epsilon == 0 and has_kept_example_without_surprisal(
+        case.zfree_token_nll, case.mask
+    ):
+        return case.with_config(example_inverse_surprisal_epsilon=1e-8)
+    return case
+
+
+@st.composite
+def loss_cases(
+    draw: st.DrawFn,
+    domain: Domain = DEFAULT_DOMAIN,
+    *,
+    dtypes: tuple[torch.dtype, ...] | None = None,
+    alpha: float | None = None,
+    padding: bool = True,
+    integer_masks: bool = True,
+) -> LossCase:
+    """A valid input of the stack (MATH.md "Errors" never applies to it)."""
+    dtype = draw(st.sampled_from(dtypes or domain.dtypes))
+    batch, length = draw(shapes(domain))
+    mask = draw(masks(batch, length))
+    token_nll = draw(loss_rows(mask, dtype, domain.max_loss, padding=padding))
+    zfree = draw(loss_rows(mask, dtype, domain.max_loss, padding=padding))
+    mask_dtype = (
+        draw(st.sampled_from((torch.bool, *INTEGER_MASK_DTYPES))) if integer_masks else torch.bool
+    )
+    case = LossCase(
+        token_nll=token_nll,
+        zfree_token_nll=zfree,
+        mask=mask,
+        config=draw(configs(domain, alpha=alpha)),
+        dtype=dtype,
+        mask_dtype=mask_dtype,
+        device=domain.device,
+    )
+    return make_valid(case)
+
+
+def mean_zfree_loss(case: LossCase) -> float:
+    """mean_i bbar_i over kept examples, in float64: the c of the z-free baseline."""
+    means = [
+        math.fsum(v for v, valid in zip(row, m, strict=True) if valid) / sum(m)
+        for row, m in zip(case.zfree_token_nll, case.mask, strict=True)
+        if any(m)
+    ]
+    return math.fsum(means) / len(means)
+
+
+@st.composite
+def baseline_cases(draw: st.DrawFn, domain: Domain = DEFAULT_DOMAIN) -> LossCase:
+    """The z-free baseline: l = b at valid positions, c = mean_i bbar_i (> 0)."""
+    case = draw(loss_cases(domain))
+    if mean_zfree_loss(case) == 0:
+        rows = [list(row) for row in case.zfree_token_nll]
+        b, t = next((i, j) for i, row in enumerate(case.mask) for j, v in enumerate(row) if v)
+        rows[b][t] = 1.0
+        case = case.with_rows(case.token_nll, tuple(map(tuple, rows)), case.mask)
+    token_nll = tuple(
+        tuple(bv if valid else lv for lv, bv, valid in zip(lr, br, mr, strict=True))
+        for lr, br, mr in zip(case.token_nll, case.zfree_token_nll, case.mask, strict=True)
+    )
+    case = replace(case, token_nll=token_nll)
+    case = case.with_config(zfree_reference_scale=mean_zfree_loss(case))
+    return make_valid(case)
+
+
+@st.composite
+def logits_cases(
+    draw: st.DrawFn, domain: Domain = DEFAULT_DOMAIN, *, ignore_index: int = -100
+) -> LossCase:
+    """Inputs as a language model makes them: per-token cross-entropy of random logits of
+    the model and of the z-free reference against the same targets, padded with
+    ``ignore_index``. The losses cluster, tie and vanish as real ones do."""
+    batch, length = draw(shapes(domain))
+    vocab = draw(st.integers(2, 16))
+    # Logits come from a seeded generator: B*T*V drawn floats would be slow to draw and
+    # no easier to read; the report prints the losses, not the logits.
+    generator = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
+    spread = draw(st.sampled_from([1.0, 0.1, 10.0]))
+    generated = [
+        torch.randn(batch, length, vocab, generator=generator, dtype=torch.float64) * spread
+        for _ in range(2)
+    ]
+    mask = draw(masks(batch, length))
+    targets = torch.tensor(
+        [[draw(st.integers(0, vocab - 1)) if v else ignore_index for v in row] for row in mask]
+    )
+    dtype = draw(st.sampled_from(domain.dtypes))
+
+    def nll(logits: torch.Tensor) -> Rows:
+        losses = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, vocab),
+            targets.reshape(-1),
+            ignore_index=ignore_index,
+            reduction="none",
+        ).view(batch, length)
+        return tuple(tuple(round_to(dtype, float(v)) for v in row) for row in losses)
+
+    case = LossCase(
+        token_nll=nll(generated[0]),
+        zfree_token_nll=nll(generated[1]),
+        mask=mask,
+        config=draw(configs(domain)),
+        dtype=dtype,
+        device=domain.device,
+    )
+    return make_valid(case)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 import traceback
@@ -61,9 +62,9 @@ def _smoke_test(implementation, domain) -> str | None:
 
 def _check(args: argparse.Namespace) -> int:
     from properties import report
-    from properties.invariants import select
-    from properties.profiles import default_profile, profile_settings
-    from properties.runner import run_invariant
+    from properties.invariants import by_id, select
+    from properties.profiles import default_profile
+    from properties.runner import InvariantResult, RunRequest
     from properties.target import TargetLoadError, load_target
 
     if args.list:
@@ -88,32 +89,49 @@ def _check(args: argparse.Namespace) -> int:
         print(f"recon-spec check: {error.args[0]}", file=sys.stderr)
         return 2
     profile = args.profile or default_profile()
-    settings = profile_settings(profile, max_examples=args.max_examples)
-    if args.no_database:
-        from hypothesis import settings as hypothesis_settings
-
-        settings = hypothesis_settings(settings, database=None)
-
+    requests = [
+        RunRequest(
+            invariant.id,
+            target,
+            profile,
+            args.max_examples,
+            args.seed,
+            domain,
+            use_database=not args.no_database,
+        )
+        for invariant in invariants
+    ]
     out = sys.stdout
     report.header(target, profile, len(invariants), out)
-    results = []
     start = time.perf_counter()
-    for invariant in invariants:
-        result = run_invariant(
-            invariant,
-            implementation,
-            target=target,
-            settings=settings,
-            domain=domain,
-            seed=args.seed,
-        )
-        results.append((invariant, result))
-        report.row(invariant, result, out)
-    for invariant, result in results:
+    results: dict[str, InvariantResult] = {}
+    for result in _run_all(requests, args.jobs):
+        results[result.invariant_id] = result
+        report.row(by_id(result.invariant_id), result, out)
+    ordered = [results[invariant.id] for invariant in invariants]
+    for invariant, result in zip(invariants, ordered, strict=True):
         if result.status == "failed":
             report.failure_section(invariant, result, target, profile, out)
-    report.summary([r for _, r in results], time.perf_counter() - start, out)
-    return 1 if any(r.status == "failed" for _, r in results) else 0
+    report.summary(ordered, time.perf_counter() - start, out)
+    return 1 if any(r.status == "failed" for r in ordered) else 0
+
+
+def _run_all(requests, jobs: int):
+    """Results as they finish: in this process for one job, else in worker processes
+    (spawned, not forked: torch's thread pools do not survive a fork)."""
+    from properties.runner import run_request
+
+    if jobs <= 1 or len(requests) <= 1:
+        yield from map(run_request, requests)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = [pool.submit(run_request, request) for request in requests]
+        for future in as_completed(futures):
+            yield future.result()
 
 
 def _positive_float(text: str) -> float:
@@ -171,6 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-database",
         action="store_true",
         help="do not read or write hypothesis's example database (.hypothesis/)",
+    )
+    check.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="worker processes (default: 2, or 1 on a single core)",
     )
     check.add_argument("--device", default="cpu", help="device of the input tensors")
     check.add_argument(

@@ -147,3 +147,40 @@ def _failure(invariant: Invariant, target: str, error: BaseException, last: dict
         diagnosis=_diagnose_calls(probe) if probe else [],
         traceback=trace,
     )
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Everything a worker process needs to run one invariant (picklable)."""
+
+    invariant_id: str
+    target: str
+    profile: str
+    max_examples: int | None
+    seed: int | None
+    domain: Domain
+    use_database: bool = True
+
+
+def run_request(request: RunRequest) -> InvariantResult:
+    """Run one invariant in this process, loading the target by name."""
+    import torch
+
+    from properties.invariants import by_id
+    from properties.profiles import profile_settings
+    from properties.target import load_target
+
+    # Workers share the machine's cores: one thread each is faster than oversubscription.
+    torch.set_num_threads(1)
+    _, implementation = load_target(request.target)
+    settings = profile_settings(request.profile, max_examples=request.max_examples)
+    if not request.use_database:
+        settings = hypothesis.settings(settings, database=None)
+    return run_invariant(
+        by_id(request.invariant_id),
+        implementation,
+        target=request.target,
+        settings=settings,
+        domain=request.domain,
+        seed=request.seed,
+    )

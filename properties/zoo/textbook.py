@@ -1,0 +1,142 @@
+"""A plain, vectorised torch implementation of the stack, with one mistake at a time.
+
+``textbook_losses(..., mistake=None)`` is correct: it follows MATH.md line by line. Each
+name in ``MISTAKES`` switches on one realistic slip at the line where people make it; the
+wrong implementations of ``properties.zoo.wrong`` are this function with one mistake on.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+MISTAKES: dict[str, str] = {
+    "global-token-mean": "R_raw averages over all valid tokens of the batch, not per example",
+    "padding-counted": "each example's mean divides by the padded length T, not n_i",
+    "empty-rows-counted": "batch means divide by B, fully padded examples included",
+    "mask-multiplication": "padding is removed by multiplying with the mask (NaN * 0 = NaN)",
+    "zfree-not-detached": "the weights built from b are not detached",
+    "alpha-ignored": "the shares are linear in b whatever alpha is",
+    "exp-log-shares": "b^alpha as exp(alpha * log b): NaN for alpha = 0 and b = 0",
+    "no-max-subtraction": "b^alpha / sum b^alpha without taking the maximum out (overflows)",
+    "no-zero-row-fallback": "a row whose valid b are all 0 gets shares 0/0",
+    "kappa-from-token-nll": "kappa is computed from l instead of b",
+    "epsilon-as-floor": "R_ex divides by max(bbar, eps) instead of bbar + eps",
+    "cc-scale-missing": "R_cc forgets the 1/c",
+    "shares-over-padding": "the shares' normaliser runs over padded positions too (as b = 0)",
+    "total-missing-cc": "J leaves out the w_cc term",
+    "low-precision-compute": "float16/bfloat16 inputs are computed in their own dtype",
+    "mutates-input": "padding is zeroed in place in the caller's token_nll",
+    "float64-outputs": "results are returned in float64 whatever the inputs",
+    "diagnostics-empty-rows-counted": "the two diagnostics average over all B examples",
+    "batch-normalized-shares": "b^alpha is normalised over the whole batch, not per example",
+    "token-term-detached": "l is detached in the token-weighted sum: right value, no gradient",
+    "unnormalized-shares": "the token weights are b^alpha without dividing by their sum",
+    "kappa-ratio-of-means": "kappa is mean(btok) / mean(bbar) over the batch",
+}
+
+
+def textbook_losses(
+    token_nll: Tensor,
+    zfree_token_nll: Tensor,
+    mask: Tensor,
+    config,
+    *,
+    mistake: str | None = None,
+) -> dict[str, Tensor]:
+    if mistake is not None and mistake not in MISTAKES:
+        raise ValueError(f"unknown mistake {mistake!r}")
+    mask = mask.bool()
+    dtype = torch.promote_types(token_nll.dtype, zfree_token_nll.dtype)
+    if mistake == "float64-outputs":
+        dtype = torch.float64
+    elif torch.finfo(dtype).bits < 32 and mistake != "low-precision-compute":
+        dtype = torch.float32
+    if mistake == "mutates-input":
+        token_nll.data.masked_fill_(~mask, 0.0)
+    l = token_nll.to(dtype)
+    b = zfree_token_nll.to(dtype)
+    if mistake != "zfree-not-detached":
+        b = b.detach()
+    if mistake == "mask-multiplication":
+        l, b = l * mask, b * mask
+    else:
+        l, b = torch.where(mask, l, 0.0), torch.where(mask, b, 0.0)
+    alpha = config.token_weight_alpha
+    eps = config.example_inverse_surprisal_epsilon
+    c = config.zfree_reference_scale
+
+    n = mask.sum(1)
+    kept = n > 0
+    all_rows = torch.tensor(float(mask.shape[0]), dtype=dtype)
+    kept_count = all_rows if mistake == "empty-rows-counted" else kept.sum().to(dtype)
+    n_safe = n.clamp(min=1).to(dtype)
+    if mistake == "padding-counted":
+        n_safe = torch.full_like(n_safe, mask.shape[1])
+    lbar = l.sum(1) / n_safe
+    bbar = b.sum(1) / n_safe
+
+    # shares pi_it = b_it^alpha / sum_s b_is^alpha over valid positions
+    share_mask = torch.ones_like(mask) if mistake == "shares-over-padding" else mask
+    exponent = 1.0 if mistake == "alpha-ignored" else alpha
+    if mistake == "exp-log-shares":
+        numerator = torch.where(share_mask, torch.exp(exponent * torch.log(b)), 0.0)
+    elif mistake == "no-max-subtraction":
+        numerator = torch.where(share_mask, b**exponent, 0.0)
+    else:
+        top = b.amax(1, keepdim=True)
+        ratio = torch.where(top > 0, b / top, 1.0)
+        if mistake == "no-zero-row-fallback":
+            ratio = b / top
+        present = share_mask & (ratio > 0) if exponent > 0 else share_mask
+        numerator = torch.where(present, ratio**exponent, 0.0)
+    if mistake == "batch-normalized-shares":
+        denominator = numerator.sum().expand(mask.shape[0])
+    elif mistake == "unnormalized-shares":
+        denominator = torch.ones(mask.shape[0], dtype=dtype)
+    else:
+        denominator = torch.where(kept, numerator.sum(1), 1.0)
+    pi = numerator / denominator[:, None]
+    l_for_tokens = l.detach() if mistake == "token-term-detached" else l
+    ltok = (pi * l_for_tokens).sum(1)
+    btok = (pi * b).sum(1)
+    if mistake == "kappa-from-token-nll":
+        kappa = torch.where(lbar > 0, ltok / lbar, 1.0)
+    else:
+        kappa = torch.where(bbar > 0, btok / bbar, 1.0)
+
+    def batch_mean(x: Tensor, *, count: Tensor = kept_count) -> Tensor:
+        return torch.where(kept, x, 0.0).sum() / count
+
+    raw = l.sum() / n.sum() if mistake == "global-token-mean" else batch_mean(lbar)
+    dist = raw / c
+    if mistake == "epsilon-as-floor":
+        ex = batch_mean(lbar / torch.maximum(bbar, torch.tensor(eps, dtype=dtype)))
+    else:
+        ex = batch_mean(lbar / torch.where(kept, bbar + eps, 1.0))
+    tok = batch_mean(ltok)
+    if mistake == "kappa-ratio-of-means":
+        kappa_batch = batch_mean(btok) / batch_mean(bbar)
+        cc = batch_mean(ltok) / kappa_batch / c
+        kappa = torch.where(kept, kappa_batch, 1.0)
+    else:
+        cc = batch_mean(ltok / kappa) / (1.0 if mistake == "cc-scale-missing" else c)
+    diagnostics_count = all_rows if mistake == "diagnostics-empty-rows-counted" else kept_count
+    total = (
+        config.raw_weight * raw
+        + config.distribution_normalized_weight * dist
+        + config.example_inverse_surprisal_weight * ex
+        + config.token_weighted_weight * tok
+    )
+    if mistake != "total-missing-cc":
+        total = total + config.normalized_concentration_corrected_token_weighted_weight * cc
+    return {
+        "reconstruction_loss": raw,
+        "distribution_normalized_reconstruction_loss": dist,
+        "example_inverse_surprisal_weighted_reconstruction_loss": ex,
+        "token_weighted_reconstruction_loss": tok,
+        "normalized_concentration_corrected_token_weighted_reconstruction_loss": cc,
+        "token_weighted_base_loss": batch_mean(btok, count=diagnostics_count),
+        "token_concentration_factor": batch_mean(kappa, count=diagnostics_count),
+        "total_reconstruction_loss": total,
+    }

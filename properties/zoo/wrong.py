@@ -1,0 +1,43 @@
+"""Realistic wrong implementations: each is the textbook stack with one mistake.
+
+``recon-spec check`` must reject every one of them (``tests/properties/test_zoo.py``).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from properties.zoo.textbook import MISTAKES, textbook_losses
+
+WRONG_IMPLEMENTATIONS: dict[str, str] = {}
+
+
+def _wrong(mistake: str):
+    implementation = partial(textbook_losses, mistake=mistake)
+    name = mistake.replace("-", "_")
+    WRONG_IMPLEMENTATIONS[name] = MISTAKES[mistake]
+    return implementation
+
+
+global_token_mean = _wrong("global-token-mean")
+padding_counted = _wrong("padding-counted")
+empty_rows_counted = _wrong("empty-rows-counted")
+mask_multiplication = _wrong("mask-multiplication")
+zfree_not_detached = _wrong("zfree-not-detached")
+alpha_ignored = _wrong("alpha-ignored")
+exp_log_shares = _wrong("exp-log-shares")
+no_max_subtraction = _wrong("no-max-subtraction")
+no_zero_row_fallback = _wrong("no-zero-row-fallback")
+kappa_from_token_nll = _wrong("kappa-from-token-nll")
+epsilon_as_floor = _wrong("epsilon-as-floor")
+cc_scale_missing = _wrong("cc-scale-missing")
+shares_over_padding = _wrong("shares-over-padding")
+total_missing_cc = _wrong("total-missing-cc")
+low_precision_compute = _wrong("low-precision-compute")
+mutates_input = _wrong("mutates-input")
+float64_outputs = _wrong("float64-outputs")
+diagnostics_empty_rows_counted = _wrong("diagnostics-empty-rows-counted")
+batch_normalized_shares = _wrong("batch-normalized-shares")
+token_term_detached = _wrong("token-term-detached")
+unnormalized_shares = _wrong("unnormalized-shares")
+kappa_ratio_of_means = _wrong("kappa-ratio-of-means")

@@ -20,15 +20,14 @@ from spec.definitions import (
     LOSS_NAMES,
     OUTPUT_SYMBOLS,
     TERM_NAMES,
-    Example,
     IndexedBatch,
-    Token,
     indexed_example,
     loss_terms,
     token_gradient,
 )
 from spec.family import FAMILY_INSTANCES, generic_matched_scale, generic_member
 from spec.identities import IDENTITIES
+from spec.notation import NamedExample, NamedShares
 from spec.oracle import DEFAULT_PRECISION, evaluate_details
 from spec.plots import (
     EPSILON_FIGURE,
@@ -59,27 +58,9 @@ def _math(*lines: str) -> str:
     return "```math\n" + "\n".join(lines) + "\n```"
 
 
-class _NamedShares(Example):
-    """Example ``i`` whose shares are shown by name, ``pi_{i,t}``."""
-
-    def share(self, token: Token) -> sp.Expr:
-        return sym.pi_indexed[sym.i, token.t]
-
-
-class _NamedExample:
-    """Example ``i`` through the names ``n_i, bbar_i, kappa_i, pi_{i,t}``."""
-
-    count = sym.n_indexed[sym.i]
-    bbar = sym.bbar_indexed[sym.i]
-    kappa = sym.kappa_indexed[sym.i]
-
-    def share(self, token: Token) -> sp.Expr:
-        return sym.pi_indexed[sym.i, sym.t]
-
-
 def _per_example_section() -> list[str]:
     example = indexed_example(sym.i)
-    named = _NamedShares(example.tokens)
+    named = NamedShares(example.tokens)
     token = example.tokens.token(sym.t)
     i = sym.i
     rows = [
@@ -168,7 +149,7 @@ def _inputs_section() -> list[str]:
 
 
 def _gradient_section() -> list[str]:
-    closed = token_gradient(_NamedExample(), None, sym.kept_count)  # type: ignore[arg-type]
+    closed = token_gradient(NamedExample(), None, sym.kept_count)
     derivative = sp.Derivative(sym.J, sym.l_indexed[sym.i, sym.t])
     return [
         "## Gradient",
@@ -222,7 +203,7 @@ def _identities_section() -> list[str]:
     lines = [
         "## Identities",
         "",
-        "Each identity has a stable id, a proof in `spec/identities.py` and a test that runs "
+        "Each identity has a stable id, a proof in `spec/proofs.py` and a test that runs "
         "it; the test fails when a formula changes so that the identity no longer holds. "
         "`spec.IDENTITIES` is this list as data.",
         "",
@@ -231,8 +212,7 @@ def _identities_section() -> list[str]:
     ]
     for identity in IDENTITIES:
         lines.append(
-            f"| [`{identity.id}`](#{identity.id}) | {identity.statement} | "
-            f"`{identity.test_name}` |"
+            f"| [`{identity.id}`](#{identity.id}) | {identity.statement} | `{identity.test_name}` |"
         )
     lines.append("")
     for identity in IDENTITIES:
@@ -302,7 +282,8 @@ def _oracle_section() -> list[str]:
         "zfree_reference_scale": 1.5,
     }
     result = evaluate_details(token_nll, zfree_token_nll, mask, config)
-    config_lines = [f"    {key!r}: {value!r}," for key, value in config.items()]
+    # Double quotes: the block is formatted as ruff format would (it checks markdown too).
+    config_lines = [f'    "{key}": {value!r},' for key, value in config.items()]
     lines = [
         "## The oracle",
         "",
@@ -316,7 +297,7 @@ def _oracle_section() -> list[str]:
         "```python",
         "import spec",
         "",
-        "nan = float('nan')",
+        'nan = float("nan")',
         f"token_nll = {token_nll!r}",
         f"zfree_token_nll = {zfree_token_nll!r}",
         f"mask = {mask!r}",

@@ -56,7 +56,7 @@ def family_member(
     def example_value(example: Example) -> sp.Expr:
         return omega(example) * example.tokens.total(lambda tok: policy(example, tok) * tok.l)
 
-    return batch.mean(example_value) / scale  # type: ignore[arg-type]
+    return batch.mean(example_value) / scale
 
 
 def policy_matched_scale(
@@ -67,7 +67,7 @@ def policy_matched_scale(
     def example_value(example: Example) -> sp.Expr:
         return omega(example) * example.tokens.total(lambda tok: policy(example, tok) * tok.b)
 
-    return batch.mean(example_value)  # type: ignore[arg-type]
+    return batch.mean(example_value)
 
 
 @dataclass(frozen=True)
@@ -138,27 +138,25 @@ FAMILY_INSTANCES: tuple[FamilyInstance, ...] = (
 )
 
 
+def _generic_policy(example: Example, token: Token) -> sp.Expr:
+    """``pi[i, t]``: a token policy left symbolic."""
+    return sym.pi_indexed[example.tokens.row, token.t]
+
+
+def _generic_weight(example: Example) -> sp.Expr:
+    """``omega[i]``: an example weight left symbolic."""
+    return sym.omega_indexed[example.tokens.row]
+
+
+def _general_batch() -> IndexedBatch:
+    return IndexedBatch(example=indexed_example)
+
+
 def generic_member() -> sp.Expr:
     """``L[pi, omega, C]`` with symbolic ``pi[i, t]``, ``omega[i]`` and ``C``, at general sizes."""
-    batch = IndexedBatch(example=lambda row: indexed_example(row))  # type: ignore[arg-type]
-
-    def policy(example: Example, token: Token) -> sp.Expr:
-        return sym.pi_indexed[example.tokens.row, token.t]  # type: ignore[attr-defined]
-
-    def omega(example: Example) -> sp.Expr:
-        return sym.omega_indexed[example.tokens.row]  # type: ignore[attr-defined]
-
-    return family_member(batch, policy, omega, sym.scale_C)
+    return family_member(_general_batch(), _generic_policy, _generic_weight, sym.scale_C)
 
 
 def generic_matched_scale() -> sp.Expr:
     """``C_{pi,omega}`` with symbolic ``pi[i, t]`` and ``omega[i]``, at general sizes."""
-    batch = IndexedBatch(example=lambda row: indexed_example(row))  # type: ignore[arg-type]
-
-    def policy(example: Example, token: Token) -> sp.Expr:
-        return sym.pi_indexed[example.tokens.row, token.t]  # type: ignore[attr-defined]
-
-    def omega(example: Example) -> sp.Expr:
-        return sym.omega_indexed[example.tokens.row]  # type: ignore[attr-defined]
-
-    return policy_matched_scale(batch, policy, omega)
+    return policy_matched_scale(_general_batch(), _generic_policy, _generic_weight)

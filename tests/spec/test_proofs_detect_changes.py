@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import spec.definitions as definitions
-import spec.identities as identities
+import spec.proofs as proofs
 from spec.identities import IDENTITY_BY_ID
 
 
@@ -45,9 +45,9 @@ def test_bbar_without_its_count(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_gradient_without_the_batch_mean(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = identities.token_gradient
+    original = proofs.token_gradient
     monkeypatch.setattr(
-        identities,
+        proofs,
         "token_gradient",
         lambda e, tok, kept, *args: original(e, tok, kept, *args) * kept,
     )
@@ -55,7 +55,7 @@ def test_gradient_without_the_batch_mean(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_example_term_without_epsilon(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = identities.loss_terms
+    original = proofs.loss_terms
     name = "example_inverse_surprisal_weighted_reconstruction_loss"
 
     def loss_terms(batch, params=definitions.SYMBOLIC):
@@ -63,13 +63,13 @@ def test_example_term_without_epsilon(monkeypatch: pytest.MonkeyPatch) -> None:
         terms[name] = batch.mean(lambda e: e.lbar / e.bbar)
         return terms
 
-    monkeypatch.setattr(identities, "loss_terms", loss_terms)
+    monkeypatch.setattr(proofs, "loss_terms", loss_terms)
     _fails("baseline-ex")
     _fails("family-instances")
 
 
 def test_concentration_term_with_kappa_squared(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = identities.loss_terms
+    original = proofs.loss_terms
     name = "normalized_concentration_corrected_token_weighted_reconstruction_loss"
 
     def loss_terms(batch, params=definitions.SYMBOLIC):
@@ -77,7 +77,7 @@ def test_concentration_term_with_kappa_squared(monkeypatch: pytest.MonkeyPatch) 
         terms[name] = batch.mean(lambda e: e.ltok / e.kappa**2) / params.c
         return terms
 
-    monkeypatch.setattr(identities, "loss_terms", loss_terms)
+    monkeypatch.setattr(proofs, "loss_terms", loss_terms)
     # (alpha0-cc-equals-dist still holds: kappa = 1 at alpha = 0.)
     _fails("baseline-cc-one")
     _fails("family-instances")

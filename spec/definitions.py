@@ -476,7 +476,7 @@ def at_baseline(expr: sp.Expr, batch: Batch) -> sp.Expr:
     if isinstance(batch, ExplicitBatch):
         mapping: dict[sp.Expr, sp.Expr] = {}
         for example in batch.examples:
-            tokens = example.tokens  # type: ignore[attr-defined]
+            tokens = example.tokens
             mapping.update(zip(tokens.l, tokens.b, strict=True))
         return expr.xreplace(mapping)
     return expr.replace(

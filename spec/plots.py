@@ -140,7 +140,8 @@ def write_plots(directory: Path | None = None) -> list[Path]:
         xscale="log",
         xlabel=r"$\varepsilon$",
         ylabel=r"$R_\mathrm{ex}$ at $l = b$",
-        title=r"$R_\mathrm{ex} = \mathrm{mean}_i\, \bar b_i / (\bar b_i + \varepsilon)$ at the baseline",
+        title=r"$R_\mathrm{ex} = \mathrm{mean}_i\, \bar b_i / (\bar b_i + \varepsilon)$"
+        " at the baseline",
         ylim=(0, 1.05),
     )
     axes.legend(frameon=False, loc="lower left", fontsize=7)
@@ -151,7 +152,7 @@ def write_plots(directory: Path | None = None) -> list[Path]:
 
 def _save(figure: object, path: Path) -> Path:
     # No "Software" entry and no date: the bytes depend on the data and matplotlib only.
-    figure.savefig(path, dpi=110, metadata={"Software": None})  # type: ignore[attr-defined]
+    figure.savefig(path, dpi=110, metadata={"Software": None})
     return path
 
 

@@ -351,7 +351,7 @@ def test_token_gradient_is_the_derivative_of_j() -> None:
 def test_result_is_frozen_and_read_only() -> None:
     result = spec.evaluate_details(NLL, BASE, MASK, config())
     with pytest.raises(dataclasses.FrozenInstanceError):
-        result.kept_count = 3  # type: ignore[misc]
+        result.kept_count = 3
     with pytest.raises(ValueError):
         result.token_gradient[0, 0] = 1.0
     assert result.token_gradient.dtype == np.float64 and result.token_gradient.shape == (2, 3)

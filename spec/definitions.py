@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 import sympy as sp
@@ -104,9 +104,6 @@ class Parameters:
                 TERM_NAMES, (self.w_raw, self.w_dist, self.w_ex, self.w_tok, self.w_cc), strict=True
             )
         )
-
-    def as_tuple(self) -> tuple[sp.Expr, ...]:
-        return tuple(getattr(self, f.name) for f in fields(self))
 
 
 #: The parameters as free symbols.

@@ -10,7 +10,7 @@ claims it checked), a line on the proof's ``method``, and the ``test`` that runs
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy as sp
 
@@ -33,21 +33,25 @@ TEST_FILE = "tests/spec/test_identities.py"
 
 @dataclass(frozen=True)
 class Identity:
-    """One identity of MATH.md and how it is proven."""
+    """One identity of MATH.md and how it is proven.
+
+    ``test`` is the pytest node id of the test that runs ``proof``:
+    ``tests/spec/test_identities.py::test_<id with _ for ->``.
+    """
 
     id: str
     statement: str
     latex: str
     proof: Callable[[], tuple[str, ...]]
     method: str
+    test: str = field(init=False)
 
-    @property
-    def test(self) -> str:
-        """The pytest node id of the test that runs ``proof``."""
-        return f"{TEST_FILE}::{self.test_name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "test", f"{TEST_FILE}::{self.test_name}")
 
     @property
     def test_name(self) -> str:
+        """The name of the test function."""
         return "test_" + self.id.replace("-", "_")
 
 

@@ -80,12 +80,15 @@ def _assert_close(actual: float, expected: float, what: str) -> None:
 
 def _compare(l: torch.Tensor, b: torch.Tensor, mask: torch.Tensor, config) -> None:  # noqa: E741
     token_nll = l.clone().requires_grad_(True)
-    losses = reconstruction_losses(token_nll, b, mask, config)
+    zfree_token_nll = b.clone().requires_grad_(True)
+    losses = reconstruction_losses(token_nll, zfree_token_nll, mask, config)
     oracle = spec.evaluate_details(l, b, mask, config)
     assert list(losses.keys()) == list(oracle.values.keys())
     for name, expected in oracle.values.items():
         _assert_close(losses[name].item(), expected, name)
     losses.total_reconstruction_loss.backward()
+    # MATH.md, "Gradients": the z-free losses are a fixed reference.
+    assert zfree_token_nll.grad is None, "a gradient reached zfree_token_nll"
     gradient = token_nll.grad.numpy()
     assert np.all(gradient[~mask.numpy()] == 0.0), "gradient at padded positions"
     for (r, t), expected in np.ndenumerate(oracle.token_gradient):

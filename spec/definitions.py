@@ -117,8 +117,8 @@ SYMBOLIC = Parameters()
 class Token(NamedTuple):
     """One valid position of an example: its losses and its index."""
 
-    l: sp.Expr  # noqa: E741 - MATH.md's name
-    b: sp.Expr
+    loss: sp.Expr  # l_t: token_nll
+    base: sp.Expr  # b_t: zfree_token_nll
     t: sp.Expr | int
 
 
@@ -139,25 +139,25 @@ class Tokens(ABC):
 class ExplicitTokens(Tokens):
     """``n`` explicit tokens: tuples of expressions ``l_1 .. l_n`` and ``b_1 .. b_n``."""
 
-    l: tuple[sp.Expr, ...]  # noqa: E741 - MATH.md's name
-    b: tuple[sp.Expr, ...]
+    loss: tuple[sp.Expr, ...]  # l_1 .. l_n
+    base: tuple[sp.Expr, ...]  # b_1 .. b_n
     #: A symbol standing for ``n = len(l)``, or None for the number itself. The oracle's
     #: lambdified functions take ``n`` as an argument this way, which spares them
     #: re-creating the constant ``1/n`` at every use.
     count_symbol: sp.Symbol | None = None
 
     def __post_init__(self) -> None:
-        if len(self.l) != len(self.b) or not self.l:
+        if len(self.loss) != len(self.base) or not self.loss:
             raise ValueError("ExplicitTokens needs as many l as b, and at least one token")
 
     @property
     def count(self) -> sp.Expr:
-        return sp.Integer(len(self.l)) if self.count_symbol is None else self.count_symbol
+        return sp.Integer(len(self.loss)) if self.count_symbol is None else self.count_symbol
 
     @property
     def tokens(self) -> tuple[Token, ...]:
         return tuple(
-            Token(lt, bt, k) for k, (lt, bt) in enumerate(zip(self.l, self.b, strict=True), 1)
+            Token(lt, bt, k) for k, (lt, bt) in enumerate(zip(self.loss, self.base, strict=True), 1)
         )
 
     def total(self, f: Callable[[Token], sp.Expr], *, index: sp.Symbol = sym.t) -> sp.Expr:
@@ -173,8 +173,8 @@ class ExplicitTokens(Tokens):
 class IndexedTokens(Tokens):
     """Tokens ``l[row, t]``, ``b[row, t]`` for ``t = 1 .. count`` (``l[t]`` without a row)."""
 
-    l: sp.IndexedBase = sym.l_indexed  # noqa: E741 - MATH.md's name
-    b: sp.IndexedBase = sym.b_indexed
+    loss: sp.IndexedBase = sym.l_indexed
+    base: sp.IndexedBase = sym.b_indexed
     n: sp.Expr = sym.n
     row: sp.Expr | None = None
 
@@ -184,7 +184,7 @@ class IndexedTokens(Tokens):
 
     def token(self, index: sp.Expr) -> Token:
         at = (index,) if self.row is None else (self.row, index)
-        return Token(self.l[at], self.b[at], index)
+        return Token(self.loss[at], self.base[at], index)
 
     def total(self, f: Callable[[Token], sp.Expr], *, index: sp.Symbol = sym.t) -> sp.Expr:
         return sp.Sum(f(self.token(index)), (index, 1, self.n))
@@ -196,7 +196,7 @@ class IndexedTokens(Tokens):
 
 def share_normalizer(tokens: Tokens, alpha: sp.Expr) -> sp.Expr:
     """``Z_i = sum_s b_is^alpha`` (with ``0^0 = 1``: at ``alpha = 0`` it is ``n_i``)."""
-    return tokens.total(lambda tok: tok.b**alpha, index=sym.s)
+    return tokens.total(lambda tok: tok.base**alpha, index=sym.s)
 
 
 def share(b_t: sp.Expr, tokens: Tokens, alpha: sp.Expr, *, zero_base: bool = False) -> sp.Expr:
@@ -225,7 +225,7 @@ class Example:
 
     def share(self, token: Token) -> sp.Expr:
         """``pi_it`` of one of this example's tokens."""
-        return share(token.b, self.tokens, self.alpha, zero_base=self.zero_base)
+        return share(token.base, self.tokens, self.alpha, zero_base=self.zero_base)
 
     @property
     def shares(self) -> tuple[sp.Expr, ...]:
@@ -237,22 +237,22 @@ class Example:
     @property
     def lbar(self) -> sp.Expr:
         """``lbar_i = (1/n_i) sum_t l_it``."""
-        return self.tokens.total(lambda tok: tok.l) / self.count
+        return self.tokens.total(lambda tok: tok.loss) / self.count
 
     @property
     def bbar(self) -> sp.Expr:
         """``bbar_i = (1/n_i) sum_t b_it`` (the seed's ``b_u``)."""
-        return self.tokens.total(lambda tok: tok.b) / self.count
+        return self.tokens.total(lambda tok: tok.base) / self.count
 
     @property
     def ltok(self) -> sp.Expr:
         """``ltok_i = sum_t pi_it l_it``."""
-        return self.tokens.total(lambda tok: self.share(tok) * tok.l)
+        return self.tokens.total(lambda tok: self.share(tok) * tok.loss)
 
     @property
     def btok(self) -> sp.Expr:
         """``btok_i = sum_t pi_it b_it`` (the seed's ``R^base_tok,alpha``)."""
-        return self.tokens.total(lambda tok: self.share(tok) * tok.b)
+        return self.tokens.total(lambda tok: self.share(tok) * tok.base)
 
     @property
     def kappa(self) -> sp.Expr:
@@ -474,7 +474,7 @@ def at_baseline(expr: sp.Expr, batch: Batch) -> sp.Expr:
         mapping: dict[sp.Expr, sp.Expr] = {}
         for example in batch.examples:
             tokens = example.tokens
-            mapping.update(zip(tokens.l, tokens.b, strict=True))
+            mapping.update(zip(tokens.loss, tokens.base, strict=True))
         return expr.xreplace(mapping)
     return expr.replace(
         lambda e: isinstance(e, sp.Indexed) and e.base == sym.l_indexed,

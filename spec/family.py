@@ -54,7 +54,7 @@ def family_member(
     """``L[pi, omega, C] = (1/C) mean_i omega_i sum_t pi_it l_it``."""
 
     def example_value(example: Example) -> sp.Expr:
-        return omega(example) * example.tokens.total(lambda tok: policy(example, tok) * tok.l)
+        return omega(example) * example.tokens.total(lambda tok: policy(example, tok) * tok.loss)
 
     return batch.mean(example_value) / scale
 
@@ -65,7 +65,7 @@ def policy_matched_scale(
     """``C_{pi,omega} = mean_i omega_i sum_t pi_it b_it``: the member's own value at ``l = b``."""
 
     def example_value(example: Example) -> sp.Expr:
-        return omega(example) * example.tokens.total(lambda tok: policy(example, tok) * tok.b)
+        return omega(example) * example.tokens.total(lambda tok: policy(example, tok) * tok.base)
 
     return batch.mean(example_value)
 

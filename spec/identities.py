@@ -76,7 +76,7 @@ def _latex_alpha0_uniform() -> str:
 
 def _latex_alpha1() -> str:
     example = general_example()
-    linear = b_it / example.tokens.total(lambda tok: tok.b, index=sym.s)
+    linear = b_it / example.tokens.total(lambda tok: tok.base, index=sym.s)
     return eq(sp.Subs(_general_share(), sym.alpha, 1), linear)
 
 

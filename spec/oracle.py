@@ -147,7 +147,7 @@ def example_function(
     ``spec.definitions`` with ``modules="mpmath"``.
     """
     plain = ExplicitTokens.symbols(n)
-    tokens = ExplicitTokens(plain.l, plain.b, count_symbol=_COUNT)
+    tokens = ExplicitTokens(plain.loss, plain.base, count_symbol=_COUNT)
     example = Example(tokens, SYMBOLIC.alpha, zero_base=zero_base)
     quantities = [example.lbar, example.bbar, example.ltok, example.btok, example.kappa]
     # factor_terms is exact; it takes 1/sum_s b_s^alpha out of sum_t pi_t l_t, which spares
@@ -161,7 +161,7 @@ def example_function(
         offset, slope = gradient.subs(_SHARE, 0), sp.diff(gradient, _SHARE)
         outputs += list(shares)
         outputs += [offset + slope * share for share in shares]
-    arguments = [*tokens.l, *tokens.b, *_PARAMETER_SYMBOLS, _KEPT, _COUNT]
+    arguments = [*tokens.loss, *tokens.base, *_PARAMETER_SYMBOLS, _KEPT, _COUNT]
     return _lambdify(arguments, tuple(outputs))
 
 
@@ -300,12 +300,12 @@ class _Row:
 
     index: int
     positions: tuple[int, ...]
-    l: tuple[float | int, ...]  # noqa: E741 - MATH.md's name
-    b: tuple[float | int, ...]
+    loss: tuple[float | int, ...]  # l at the valid positions
+    base: tuple[float | int, ...]  # b at the valid positions
 
     @property
     def zero_base(self) -> bool:
-        return all(value == 0 for value in self.b)
+        return all(value == 0 for value in self.base)
 
 
 def _valid_rows(
@@ -397,8 +397,8 @@ def _run(
         for row in rows:
             n = len(row.positions)
             out = example_function(n, row.zero_base, details)(
-                *(_exact_mpf(x) for x in row.l),
-                *(_exact_mpf(x) for x in row.b),
+                *(_exact_mpf(x) for x in row.loss),
+                *(_exact_mpf(x) for x in row.base),
                 *parameters,
                 kept_count,
                 mpf(n),

@@ -121,7 +121,7 @@ def prove_alpha0_uniform_shares() -> tuple[str, ...]:
                 assert_equal(share.subs(sym.alpha, 0), sp.Rational(1, n), f"n={n}: pi_{k}")
             )
             # Where b = 0 too: 0^0 = 1, in either order of substitution.
-            zeros = {b: 0 for b in example.tokens.b}
+            zeros = {b: 0 for b in example.tokens.base}
             claim = f"n={n}: pi_{k} with every b = 0"
             checks.append(
                 assert_equal(share.subs(sym.alpha, 0).subs(zeros), sp.Rational(1, n), claim)
@@ -182,13 +182,13 @@ def prove_alpha1_linear_shares() -> tuple[str, ...]:
     checks = []
     for n in SIZES:
         example = _example(n)
-        bs = example.tokens.b
+        bs = example.tokens.base
         for k, share in enumerate(example.shares):
             linear = bs[k] / sp.Add(*bs)
             checks.append(assert_equal(share.subs(sym.alpha, 1), linear, f"n={n}: pi_{k + 1}"))
     example = general_example()
     token = general_token(example)
-    linear = token.b / example.tokens.total(lambda tok: tok.b, index=sym.s)
+    linear = token.base / example.tokens.total(lambda tok: tok.base, index=sym.s)
     share = example.share(token).subs(sym.alpha, 1)
     checks.append(assert_equal(share, linear, "general n: pi_it = b_it / sum_s b_is"))
     return tuple(checks)
@@ -243,7 +243,7 @@ def prove_zero_base_uniform_fallback() -> tuple[str, ...]:
     positive_alpha = sp.Symbol("alpha_pos", positive=True)
     for n in SIZES:
         example = _example(n)
-        bs = example.tokens.b
+        bs = example.tokens.base
         equal = {b: level for b in bs}
         fallback = Example(example.tokens, sym.alpha, zero_base=True)
         for k, (share, fallback_share) in enumerate(
@@ -370,7 +370,7 @@ def prove_gradient_closed_form() -> tuple[str, ...]:
             for token in example.tokens.tokens:
                 closed = token_gradient(example, token, batch.count)
                 claim = f"sizes {sizes} zero-base {zero_base}: dJ/dl_{k},{token.t}"
-                checks.append(assert_equal(sp.diff(total, token.l), closed, claim))
+                checks.append(assert_equal(sp.diff(total, token.loss), closed, claim))
     # General n_i and B': differentiate in l[k, j] for a valid position j of kept example k.
     k, j = sp.symbols("k j", integer=True, positive=True)
     total = loss_terms(general_batch())[TOTAL_NAME]
@@ -395,7 +395,7 @@ def prove_scale_invariance_shares() -> tuple[str, ...]:
     for n in SIZES:
         example = _example(n)
         for k, share in enumerate(example.shares, 1):
-            scaled = _scale_b(share, example.tokens.b, factor)
+            scaled = _scale_b(share, example.tokens.base, factor)
             checks.append(assert_equal(scaled, share, f"n={n}: pi_{k}(s b) = pi_{k}(b)"))
     example = general_example()
     share = example.share(general_token(example))
@@ -411,7 +411,7 @@ def prove_scale_invariance_kappa() -> tuple[str, ...]:
     factor = sp.Symbol("s_scale", positive=True)
     for n in SIZES:
         example = _example(n, positive_b=True)
-        scaled = _scale_b(example.kappa, example.tokens.b, factor)
+        scaled = _scale_b(example.kappa, example.tokens.base, factor)
         checks.append(assert_equal(scaled, example.kappa, f"n={n}: kappa(s b) = kappa(b)"))
     kappa = general_example().kappa
     checks.append(assert_equal(scale_indexed_b(kappa, factor), kappa, "general n: kappa_i"))
@@ -444,7 +444,7 @@ def prove_kappa_at_least_one() -> tuple[str, ...]:
     checks.append(assert_true(sp.diff(x**a, x).is_nonnegative, "d/dx x^alpha >= 0 on x > 0"))
     for n in SIZES:
         example = _example(n, positive_b=True)
-        bs = example.tokens.b
+        bs = example.tokens.base
         normalizer = sp.Add(*(b**a for b in bs)) * sp.Add(*bs)
         # kappa - 1 = [n sum b^(alpha+1) - sum b^alpha sum b] / (sum b^alpha sum b)
         #           = sum_{s<t} (b_s^alpha - b_t^alpha)(b_s - b_t) / (sum b^alpha sum b).
@@ -461,7 +461,7 @@ def prove_kappa_at_least_one() -> tuple[str, ...]:
     # General n: the same sum-of-pairs identity, with double sums.
     n, s, t = sym.n, sym.s, sym.t
     example = Example(IndexedTokens(sym.l_indexed, sp.IndexedBase("b", positive=True), n))
-    pb = example.tokens.b
+    pb = example.tokens.base
     power_sum = sp.Sum(pb[t] ** a, (t, 1, n))
     plain_sum = sp.Sum(pb[t], (t, 1, n))
     pairs = sp.Rational(1, 2) * sp.Sum(
@@ -479,7 +479,7 @@ def _psi(example: Example, alpha: sp.Expr) -> sp.Expr:
     """
     tokens = example.tokens
     at_alpha = Example(tokens, alpha)
-    return tokens.total(lambda tok: at_alpha.share(tok) * sp.log(tok.b))
+    return tokens.total(lambda tok: at_alpha.share(tok) * sp.log(tok.base))
 
 
 def prove_kappa_non_decreasing_in_alpha() -> tuple[str, ...]:
@@ -498,7 +498,7 @@ def prove_kappa_non_decreasing_in_alpha() -> tuple[str, ...]:
         variance = sp.Add(
             *(
                 share * (sp.log(b) - psi) ** 2
-                for share, b in zip(example.shares, example.tokens.b, strict=True)
+                for share, b in zip(example.shares, example.tokens.base, strict=True)
             )
         )
         claim = f"n={n}: d psi/d alpha = sum_t pi_t (log b_t - psi)^2"
@@ -511,8 +511,8 @@ def prove_kappa_non_decreasing_in_alpha() -> tuple[str, ...]:
     for n in (2, 3, 4):
         for zeros in range(1, n):
             example = _example(n, positive_b=True, alpha=positive_alpha)
-            bs = example.tokens.b
-            rest = Example(ExplicitTokens(example.tokens.l[zeros:], bs[zeros:]), positive_alpha)
+            bs = example.tokens.base
+            rest = Example(ExplicitTokens(example.tokens.loss[zeros:], bs[zeros:]), positive_alpha)
             with_zeros = example.kappa.xreplace({b: 0 for b in bs[:zeros]})
             claim = f"n={n}, {zeros} zero b: kappa = (n/n_+) kappa_+ for alpha > 0"
             checks.append(assert_equal(with_zeros, sp.Rational(n, n - zeros) * rest.kappa, claim))
@@ -524,7 +524,7 @@ def prove_kappa_non_decreasing_in_alpha() -> tuple[str, ...]:
     checks.append(
         assert_equal(sp.diff(sp.log(example.kappa), a), _psi(example, a + 1) - psi, claim)
     )
-    variance = example.tokens.total(lambda tok: example.share(tok) * (sp.log(tok.b) - psi) ** 2)
+    variance = example.tokens.total(lambda tok: example.share(tok) * (sp.log(tok.base) - psi) ** 2)
     claim = "general n: d psi/d alpha = sum_t pi_t (log b_t - psi)^2"
     checks.append(assert_equal(sp.diff(psi, a), variance, claim))
     checks.append(assert_true(variance.is_nonnegative, "general n: that variance is >= 0"))
@@ -547,7 +547,7 @@ def prove_alpha_infinity_concentrates() -> tuple[str, ...]:
             steps = [sp.Symbol(f"d_{k}", positive=True) for k in range(ties + 1, n + 1)]
             gaps = list(itertools.accumulate(steps))
             bs = (sp.Integer(1),) * ties + tuple(sp.exp(-u) for u in gaps)
-            example = Example(ExplicitTokens(ExplicitTokens.symbols(n).l, bs), a)
+            example = Example(ExplicitTokens(ExplicitTokens.symbols(n).loss, bs), a)
             for k, share in enumerate(example.shares, 1):
                 expected = sp.Rational(1, ties) if k <= ties else sp.Integer(0)
                 claim = f"n={n}, {ties} largest: lim pi_{k} = {expected}"
@@ -567,7 +567,7 @@ def prove_linearity_in_l() -> tuple[str, ...]:
     p, q = sp.symbols("p q", real=True)
     for label, batch in _batches():
         terms = loss_terms(batch)
-        ls = [x for e in batch.examples for x in e.tokens.l]
+        ls = [x for e in batch.examples for x in e.tokens.loss]
         other = [sp.Symbol(f"m_{k}", real=True) for k in range(len(ls))]
         for name in L_DEPENDENT:
             term = terms[name]
@@ -630,7 +630,9 @@ def prove_invariance_token_permutation() -> tuple[str, ...]:
             if list(order) == sorted(order):
                 continue
             moved = Example(
-                ExplicitTokens(tuple(tokens.l[k] for k in order), tuple(tokens.b[k] for k in order))
+                ExplicitTokens(
+                    tuple(tokens.loss[k] for k in order), tuple(tokens.base[k] for k in order)
+                )
             )
             moved_terms = loss_terms(ExplicitBatch((first, moved)))
             for name in LOSS_NAMES:

@@ -30,8 +30,8 @@ def _random_batch(
     """A ragged batch: B, T in 1..8, some empty rows, NaN/inf at padded positions."""
     rng = random.Random(seed)
     rows, width = rng.randint(1, 8), rng.randint(1, 8)
-    l = torch.empty(rows, width, dtype=torch.float64)  # noqa: E741
-    b = torch.empty(rows, width, dtype=torch.float64)
+    nll = torch.empty(rows, width, dtype=torch.float64)
+    base = torch.empty(rows, width, dtype=torch.float64)
     mask = torch.zeros(rows, width, dtype=torch.bool)
     for r in range(rows):
         kind = rng.random()
@@ -44,18 +44,18 @@ def _random_batch(
         for t in range(width):
             if t in valid:
                 mask[r, t] = True
-                l[r, t] = rng.uniform(0.0, high)
+                nll[r, t] = rng.uniform(0.0, high)
                 low = 0.01 if positive_b else 0.0
                 # Some exact zeros of b where allowed: 0^alpha and 0^0 matter.
                 zero = not positive_b and rng.random() < 0.15
-                b[r, t] = 0.0 if zero else rng.uniform(low, high)
+                base[r, t] = 0.0 if zero else rng.uniform(low, high)
             else:
-                l[r, t] = rng.choice((math.nan, math.inf, -math.inf, 1e300))
-                b[r, t] = rng.choice((math.nan, math.inf, -math.inf, -5.0))
+                nll[r, t] = rng.choice((math.nan, math.inf, -math.inf, 1e300))
+                base[r, t] = rng.choice((math.nan, math.inf, -math.inf, -5.0))
     if not mask.any():
         mask[0, 0] = True
-        l[0, 0], b[0, 0] = 1.5, 0.75
-    return l, b, mask
+        nll[0, 0], base[0, 0] = 1.5, 0.75
+    return nll, base, mask
 
 
 def _random_config(
@@ -78,11 +78,11 @@ def _assert_close(actual: float, expected: float, what: str) -> None:
     )
 
 
-def _compare(l: torch.Tensor, b: torch.Tensor, mask: torch.Tensor, config) -> None:  # noqa: E741
-    token_nll = l.clone().requires_grad_(True)
-    zfree_token_nll = b.clone().requires_grad_(True)
+def _compare(nll: torch.Tensor, base: torch.Tensor, mask: torch.Tensor, config) -> None:
+    token_nll = nll.clone().requires_grad_(True)
+    zfree_token_nll = base.clone().requires_grad_(True)
     losses = reconstruction_losses(token_nll, zfree_token_nll, mask, config)
-    oracle = spec.evaluate_details(l, b, mask, config)
+    oracle = spec.evaluate_details(nll, base, mask, config)
     assert list(losses.keys()) == list(oracle.values.keys())
     for name, expected in oracle.values.items():
         _assert_close(losses[name].item(), expected, name)
@@ -102,8 +102,8 @@ def _compare(l: torch.Tensor, b: torch.Tensor, mask: torch.Tensor, config) -> No
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_batches(seed: int, alpha: float, epsilon: float, scale: float) -> None:
     # epsilon = 0 needs bbar_i > 0 on every kept example: strictly positive b there.
-    l, b, mask = _random_batch(seed * 7919 + int(alpha * 10), positive_b=epsilon == 0.0)  # noqa: E741
-    _compare(l, b, mask, _random_config(seed, alpha, epsilon, scale))
+    nll, base, mask = _random_batch(seed * 7919 + int(alpha * 10), positive_b=epsilon == 0.0)
+    _compare(nll, base, mask, _random_config(seed, alpha, epsilon, scale))
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -115,12 +115,12 @@ def test_large_alpha_and_large_losses(seed: int, alpha: float) -> None:
 
 
 def test_all_zero_row_and_alpha_zero_with_zeros() -> None:
-    l = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [0.5, 0.25, 9.0]], dtype=torch.float64)  # noqa: E741
-    b = torch.tensor([[0.0, 0.0, 0.0], [0.0, 1.0, 2.0], [3.0, 0.0, 0.0]], dtype=torch.float64)
+    nll = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [0.5, 0.25, 9.0]], dtype=torch.float64)
+    base = torch.tensor([[0.0, 0.0, 0.0], [0.0, 1.0, 2.0], [3.0, 0.0, 0.0]], dtype=torch.float64)
     mask = torch.tensor([[True, True, True], [True, True, True], [True, True, False]])
     for alpha in (0.0, 0.5, 1.0, 3.0):
         config = ReconstructionLossConfig(1.0, 0.5, 0.25, 2.0, 1.5, alpha, 0.2, 1.1)
-        _compare(l, b, mask, config)
+        _compare(nll, base, mask, config)
 
 
 def test_integer_mask() -> None:

@@ -319,7 +319,7 @@ def test_token_gradient_is_the_derivative_of_j() -> None:
     for r, example in enumerate(batch.examples):
         for t, token in enumerate(example.tokens.tokens):
             nll[r, t], base[r, t] = rng.integers(1, 9) / 4, rng.integers(1, 9) / 4
-            values[token.l], values[token.b] = sp.Rational(nll[r, t]), sp.Rational(base[r, t])
+            values[token.loss], values[token.base] = sp.Rational(nll[r, t]), sp.Rational(base[r, t])
             mask[r, t] = True
     cfg = {
         "raw_weight": 1.0,
@@ -334,7 +334,7 @@ def test_token_gradient_is_the_derivative_of_j() -> None:
     result = spec.evaluate_details(nll, base, mask, cfg)
     for r, example in enumerate(batch.examples):
         for t, token in enumerate(example.tokens.tokens):
-            derivative = sp.diff(total, token.l).subs(values)
+            derivative = sp.diff(total, token.loss).subs(values)
             expected = float(sp.N(derivative, 30))
             assert math.isclose(result.token_gradient[r, t], expected, rel_tol=1e-15)
     assert math.isclose(

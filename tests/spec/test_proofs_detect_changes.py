@@ -38,7 +38,7 @@ def test_kappa_without_its_normalization(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_bbar_without_its_count(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
-        definitions.Example, "bbar", property(lambda e: e.tokens.total(lambda tok: tok.b))
+        definitions.Example, "bbar", property(lambda e: e.tokens.total(lambda tok: tok.base))
     )
     _fails("baseline-dist-one")
     _fails("baseline-ex")

@@ -98,10 +98,11 @@ def _latex_gradient() -> str:
     return eq(sp.Derivative(sym.J, l_it), closed)
 
 
-def _latex_scale_shares() -> str:
+def _latex_scale() -> str:
     factor = sp.Symbol("lambda", positive=True)
     share = _general_share()
-    return eq(scale_indexed_b(share, factor), share) + r" \quad \text{for } \lambda > 0"
+    shares = eq(scale_indexed_b(share, factor), share)
+    return rf"{shares}, \quad \kappa_i(\lambda\,b) = \kappa_i(b) \quad \text{{for }} \lambda > 0"
 
 
 def _latex_kappa_at_least_one() -> str:
@@ -309,17 +310,10 @@ def _catalogue() -> tuple[Identity, ...]:
             "examples (a zero-base row included) and for general n_i, B'",
         ),
         _identity(
-            "scale-invariance-shares",
-            "Multiplying every b by a factor lambda > 0 leaves the shares unchanged.",
-            _latex_scale_shares(),
-            proofs.prove_scale_invariance_shares,
-            _SYMBOLIC_14,
-        ),
-        _identity(
-            "scale-invariance-kappa",
-            "Multiplying every b by a factor lambda > 0 leaves kappa unchanged.",
-            r"\kappa_i(\lambda\,b) = \kappa_i(b) \quad \text{for } \lambda > 0",
-            proofs.prove_scale_invariance_kappa,
+            "b-scale-invariance",
+            "Multiplying every b by a factor lambda > 0 leaves the shares pi and kappa unchanged.",
+            _latex_scale(),
+            proofs.prove_b_scale_invariance,
             _SYMBOLIC_14,
         ),
         _identity(
@@ -332,20 +326,20 @@ def _catalogue() -> tuple[Identity, ...]:
             "increases (and manifestly so, factored, for n = 2, 3 and a = 1, 2, 3)",
         ),
         _identity(
-            "kappa-non-decreasing-in-alpha",
+            "kappa-monotone-in-alpha",
             "kappa_i never decreases as alpha grows.",
             _latex_kappa_monotone(),
-            proofs.prove_kappa_non_decreasing_in_alpha,
+            proofs.prove_kappa_monotone_in_alpha,
             "sympy: d log kappa/d alpha = psi(alpha+1) - psi(alpha) with psi' a pi-weighted "
             "variance of log b (>= 0), n = 1..4 and general n; rows with some b = 0 reduce to "
             "their positive tokens",
         ),
         _identity(
-            "alpha-infinity-concentrates",
+            "alpha-infinity-concentration",
             "As alpha -> infinity the shares concentrate on the largest surprisal(s), and "
             "kappa_i -> max_t b_it / bbar_i.",
             _latex_alpha_infinity(),
-            proofs.prove_alpha_infinity_concentrates,
+            proofs.prove_alpha_infinity_concentration,
             "sympy: limit of every share and of kappa, n = 2..4, with 1..n tokens at the maximum",
         ),
         _identity(
@@ -363,27 +357,27 @@ def _catalogue() -> tuple[Identity, ...]:
             _BATCHES,
         ),
         _identity(
-            "invariance-token-permutation",
+            "token-permutation-invariance",
             "Permuting the valid tokens of an example (l and b together) changes no output, "
             "and each token keeps its gradient.",
             r"\sigma \in S_{n_i}:\ (l_{i,\sigma(t)}, b_{i,\sigma(t)})_t"
             r" \text{ gives the same outputs}",
-            proofs.prove_invariance_token_permutation,
+            proofs.prove_token_permutation_invariance,
             "sympy: every permutation for n = 2..4, beside a second example",
         ),
         _identity(
-            "invariance-example-permutation",
+            "example-permutation-invariance",
             "Permuting the examples of a batch changes no output.",
             r"\sigma \in S_{B'}:\ (\text{example } \sigma(i))_i \text{ gives the same outputs}",
-            proofs.prove_invariance_example_permutation,
+            proofs.prove_example_permutation_invariance,
             "sympy: every permutation of a batch of 1-, 2- and 3-token examples",
         ),
         _identity(
-            "invariance-padding",
+            "padding-invariance",
             "Adding padded positions or fully padded examples (whatever they hold, NaN and inf "
             "included) changes no output, no share and no gradient.",
             r"m_{i,t} = 0 \Rightarrow (l_{i,t}, b_{i,t}) \text{ is never read}",
-            proofs.prove_invariance_padding,
+            proofs.prove_padding_invariance,
             "oracle: random batches against copies with garbage-filled padded columns and rows",
         ),
         _identity(

@@ -386,34 +386,25 @@ def prove_gradient_closed_form() -> tuple[str, ...]:
 # Scale of b
 
 
-def prove_scale_invariance_shares() -> tuple[str, ...]:
-    """Identity ``scale-invariance-shares``: Multiplying every b by a factor lambda > 0 leaves
-    the shares unchanged.
+def prove_b_scale_invariance() -> tuple[str, ...]:
+    """Identity ``b-scale-invariance``: Multiplying every b by a factor lambda > 0 leaves the
+    shares pi and kappa unchanged.
     """
     checks = []
-    factor = sp.Symbol("s_scale", positive=True)
+    factor = sp.Symbol("lambda", positive=True)
     for n in SIZES:
         example = _example(n)
         for k, share in enumerate(example.shares, 1):
             scaled = _scale_b(share, example.tokens.base, factor)
-            checks.append(assert_equal(scaled, share, f"n={n}: pi_{k}(s b) = pi_{k}(b)"))
+            checks.append(assert_equal(scaled, share, f"n={n}: pi_{k}(lambda b) = pi_{k}(b)"))
+        example = _example(n, positive_b=True)
+        scaled = _scale_b(example.kappa, example.tokens.base, factor)
+        claim = f"n={n}: kappa(lambda b) = kappa(b)"
+        checks.append(assert_equal(scaled, example.kappa, claim))
     example = general_example()
     share = example.share(general_token(example))
     checks.append(assert_equal(scale_indexed_b(share, factor), share, "general n: pi_it"))
-    return tuple(checks)
-
-
-def prove_scale_invariance_kappa() -> tuple[str, ...]:
-    """Identity ``scale-invariance-kappa``: Multiplying every b by a factor lambda > 0 leaves
-    kappa unchanged.
-    """
-    checks = []
-    factor = sp.Symbol("s_scale", positive=True)
-    for n in SIZES:
-        example = _example(n, positive_b=True)
-        scaled = _scale_b(example.kappa, example.tokens.base, factor)
-        checks.append(assert_equal(scaled, example.kappa, f"n={n}: kappa(s b) = kappa(b)"))
-    kappa = general_example().kappa
+    kappa = example.kappa
     checks.append(assert_equal(scale_indexed_b(kappa, factor), kappa, "general n: kappa_i"))
     return tuple(checks)
 
@@ -482,8 +473,8 @@ def _psi(example: Example, alpha: sp.Expr) -> sp.Expr:
     return tokens.total(lambda tok: at_alpha.share(tok) * sp.log(tok.base))
 
 
-def prove_kappa_non_decreasing_in_alpha() -> tuple[str, ...]:
-    """Identity ``kappa-non-decreasing-in-alpha``: kappa_i never decreases as alpha grows."""
+def prove_kappa_monotone_in_alpha() -> tuple[str, ...]:
+    """Identity ``kappa-monotone-in-alpha``: kappa_i never decreases as alpha grows."""
     checks = []
     a = sym.alpha
     for n in SIZES:
@@ -531,8 +522,8 @@ def prove_kappa_non_decreasing_in_alpha() -> tuple[str, ...]:
     return tuple(checks)
 
 
-def prove_alpha_infinity_concentrates() -> tuple[str, ...]:
-    """Identity ``alpha-infinity-concentrates``: As alpha -> infinity the shares concentrate on
+def prove_alpha_infinity_concentration() -> tuple[str, ...]:
+    """Identity ``alpha-infinity-concentration``: As alpha -> infinity the shares concentrate on
     the largest surprisal(s), and kappa_i -> max_t b_it / bbar_i.
     """
     checks = []
@@ -541,9 +532,9 @@ def prove_alpha_infinity_concentrates() -> tuple[str, ...]:
         for ties in range(1, n + 1):
             # b_1 .. b_ties are the largest, the others b_k = e^{-u_k} with u_k > 0. The
             # largest is 1: shares do not change with the scale of b (identity
-            # scale-invariance-shares), and sympy's limit copes better without it.
+            # b-scale-invariance), and sympy's limit copes better without it.
             # The gaps grow, u_k = d_1 + .. + d_k with d > 0, so sympy knows their order;
-            # any other order is a permutation of tokens (invariance-token-permutation).
+            # any other order is a permutation of tokens (token-permutation-invariance).
             steps = [sp.Symbol(f"d_{k}", positive=True) for k in range(ties + 1, n + 1)]
             gaps = list(itertools.accumulate(steps))
             bs = (sp.Integer(1),) * ties + tuple(sp.exp(-u) for u in gaps)
@@ -615,8 +606,8 @@ def prove_linearity_in_weights() -> tuple[str, ...]:
 # Invariances
 
 
-def prove_invariance_token_permutation() -> tuple[str, ...]:
-    """Identity ``invariance-token-permutation``: Permuting the valid tokens of an example (l
+def prove_token_permutation_invariance() -> tuple[str, ...]:
+    """Identity ``token-permutation-invariance``: Permuting the valid tokens of an example (l
     and b together) changes no output, and each token keeps its gradient.
     """
     checks = []
@@ -649,8 +640,8 @@ def prove_invariance_token_permutation() -> tuple[str, ...]:
     return tuple(checks)
 
 
-def prove_invariance_example_permutation() -> tuple[str, ...]:
-    """Identity ``invariance-example-permutation``: Permuting the examples of a batch changes
+def prove_example_permutation_invariance() -> tuple[str, ...]:
+    """Identity ``example-permutation-invariance``: Permuting the examples of a batch changes
     no output.
     """
     checks = []
@@ -663,8 +654,8 @@ def prove_invariance_example_permutation() -> tuple[str, ...]:
     return tuple(checks)
 
 
-def prove_invariance_padding() -> tuple[str, ...]:
-    """Identity ``invariance-padding``: Adding padded positions or fully padded examples
+def prove_padding_invariance() -> tuple[str, ...]:
+    """Identity ``padding-invariance``: Adding padded positions or fully padded examples
     (whatever they hold, NaN and inf included) changes no output, no share and no gradient.
     """
     checks = []

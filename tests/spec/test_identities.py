@@ -84,24 +84,20 @@ def test_gradient_closed_form() -> None:
     _prove("gradient-closed-form")
 
 
-def test_scale_invariance_shares() -> None:
-    _prove("scale-invariance-shares")
-
-
-def test_scale_invariance_kappa() -> None:
-    _prove("scale-invariance-kappa")
+def test_b_scale_invariance() -> None:
+    _prove("b-scale-invariance")
 
 
 def test_kappa_at_least_one() -> None:
     _prove("kappa-at-least-one")
 
 
-def test_kappa_non_decreasing_in_alpha() -> None:
-    _prove("kappa-non-decreasing-in-alpha")
+def test_kappa_monotone_in_alpha() -> None:
+    _prove("kappa-monotone-in-alpha")
 
 
-def test_alpha_infinity_concentrates() -> None:
-    _prove("alpha-infinity-concentrates")
+def test_alpha_infinity_concentration() -> None:
+    _prove("alpha-infinity-concentration")
 
 
 def test_linearity_in_l() -> None:
@@ -112,16 +108,16 @@ def test_linearity_in_weights() -> None:
     _prove("linearity-in-weights")
 
 
-def test_invariance_token_permutation() -> None:
-    _prove("invariance-token-permutation")
+def test_token_permutation_invariance() -> None:
+    _prove("token-permutation-invariance")
 
 
-def test_invariance_example_permutation() -> None:
-    _prove("invariance-example-permutation")
+def test_example_permutation_invariance() -> None:
+    _prove("example-permutation-invariance")
 
 
-def test_invariance_padding() -> None:
-    _prove("invariance-padding")
+def test_padding_invariance() -> None:
+    _prove("padding-invariance")
 
 
 def test_batch_mean_form() -> None:

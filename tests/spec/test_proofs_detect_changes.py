@@ -33,7 +33,7 @@ def test_kappa_without_its_normalization(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(definitions.Example, "kappa", property(lambda e: e.btok))
     _fails("alpha0-kappa-one")
     _fails("baseline-cc-one")
-    _fails("scale-invariance-kappa")
+    _fails("b-scale-invariance")
 
 
 def test_bbar_without_its_count(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -333,7 +333,7 @@ def render_spec_document() -> str:
         f"change `spec/` and run `recon-spec doc`. Rendered with sympy {sp.__version__}. -->",
         "",
         "This document is rendered from the sympy expressions of the `spec` package, the "
-        "executable form of `MATH.md`. Every formula below is the LaTeX of the expression "
+        "executable form of [MATH.md](MATH.md). Every formula below is the LaTeX of the expression "
         "that the proofs and the oracle use, and every identity names the test that proves "
         "it.",
         "",

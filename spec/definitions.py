@@ -1,0 +1,487 @@
+r"""The normative definitions of MATH.md as sympy expression builders.
+
+Everything here is written once and works on two kinds of input:
+
+* explicit tokens ``l_1 .. l_n``, ``b_1 .. b_n`` (``ExplicitTokens``) and explicit batches
+  (``ExplicitBatch``) — for the proofs at fixed sizes and for the oracle;
+* indexed tokens ``l[i, t]`` summed up to a symbolic ``n_i`` (``IndexedTokens``) and indexed
+  batches summed up to a symbolic ``B'`` (``IndexedBatch``) — for the general proofs and the
+  document.
+
+For example ``i`` with ``n_i`` valid tokens (MATH.md, "Per example"):
+
+.. math::
+
+    \bar l_i = \frac{1}{n_i}\sum_t l_{it}, \quad
+    \bar b_i = \frac{1}{n_i}\sum_t b_{it}, \quad
+    \pi_{it} = \frac{b_{it}^\alpha}{\sum_s b_{is}^\alpha}, \quad
+    l^\mathrm{tok}_i = \sum_t \pi_{it} l_{it}, \quad
+    b^\mathrm{tok}_i = \sum_t \pi_{it} b_{it}, \quad
+    \kappa_i = b^\mathrm{tok}_i / \bar b_i
+
+and over the ``B'`` kept examples (MATH.md, "The five terms"):
+
+.. math::
+
+    R_\mathrm{raw} = \operatorname{mean}_i \bar l_i, \;
+    R_\mathrm{dist} = R_\mathrm{raw}/c, \;
+    R_\mathrm{ex} = \operatorname{mean}_i \frac{\bar l_i}{\bar b_i + \varepsilon}, \;
+    R_\mathrm{tok} = \operatorname{mean}_i l^\mathrm{tok}_i, \;
+    R_\mathrm{cc} = \frac{1}{c}\operatorname{mean}_i \frac{l^\mathrm{tok}_i}{\kappa_i}
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+import sympy as sp
+
+from spec import symbols as sym
+
+TERM_NAMES: tuple[str, ...] = (
+    "reconstruction_loss",
+    "distribution_normalized_reconstruction_loss",
+    "example_inverse_surprisal_weighted_reconstruction_loss",
+    "token_weighted_reconstruction_loss",
+    "normalized_concentration_corrected_token_weighted_reconstruction_loss",
+)
+DIAGNOSTIC_NAMES: tuple[str, ...] = ("token_weighted_base_loss", "token_concentration_factor")
+TOTAL_NAME = "total_reconstruction_loss"
+#: The eight outputs, in MATH.md order.
+LOSS_NAMES: tuple[str, ...] = (*TERM_NAMES, *DIAGNOSTIC_NAMES, TOTAL_NAME)
+
+#: The eight outputs as symbols (their LaTeX is MATH.md's notation: R_raw, ..., J).
+OUTPUT_SYMBOLS: dict[str, sp.Symbol] = dict(
+    zip(
+        LOSS_NAMES,
+        (
+            sym.R_raw,
+            sym.R_dist,
+            sym.R_ex,
+            sym.R_tok,
+            sym.R_cc,
+            sym.base_tok,
+            sym.kappa_mean,
+            sym.J,
+        ),
+        strict=True,
+    )
+)
+
+#: Config field of each weight and parameter (``ReconstructionLossConfig``).
+CONFIG_FIELDS: dict[str, str] = {
+    "w_raw": "raw_weight",
+    "w_dist": "distribution_normalized_weight",
+    "w_ex": "example_inverse_surprisal_weight",
+    "w_tok": "token_weighted_weight",
+    "w_cc": "normalized_concentration_corrected_token_weighted_weight",
+    "alpha": "token_weight_alpha",
+    "epsilon": "example_inverse_surprisal_epsilon",
+    "c": "zfree_reference_scale",
+}
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """The config as expressions: symbols by default, numbers after substitution."""
+
+    alpha: sp.Expr = sym.alpha
+    epsilon: sp.Expr = sym.epsilon
+    c: sp.Expr = sym.c
+    w_raw: sp.Expr = sym.w_raw
+    w_dist: sp.Expr = sym.w_dist
+    w_ex: sp.Expr = sym.w_ex
+    w_tok: sp.Expr = sym.w_tok
+    w_cc: sp.Expr = sym.w_cc
+
+    def weights(self) -> dict[str, sp.Expr]:
+        """The weight of each of the five terms, by output name."""
+        return dict(
+            zip(
+                TERM_NAMES, (self.w_raw, self.w_dist, self.w_ex, self.w_tok, self.w_cc), strict=True
+            )
+        )
+
+
+#: The parameters as free symbols.
+SYMBOLIC = Parameters()
+
+
+# ---------------------------------------------------------------------------------------
+# Tokens of one example
+
+
+class Token(NamedTuple):
+    """One valid position of an example: its losses and its index."""
+
+    loss: sp.Expr  # l_t: token_nll
+    base: sp.Expr  # b_t: zfree_token_nll
+    t: sp.Expr | int
+
+
+class Tokens(ABC):
+    """The valid tokens ``V_i`` of one example."""
+
+    @property
+    @abstractmethod
+    def count(self) -> sp.Expr:
+        """``n_i = |V_i|``."""
+
+    @abstractmethod
+    def total(self, f: Callable[[Token], sp.Expr], *, index: sp.Symbol = sym.t) -> sp.Expr:
+        """``sum_{t in V_i} f(token t)``; ``index`` names the summation index."""
+
+
+@dataclass(frozen=True)
+class ExplicitTokens(Tokens):
+    """``n`` explicit tokens: tuples of expressions ``l_1 .. l_n`` and ``b_1 .. b_n``."""
+
+    loss: tuple[sp.Expr, ...]  # l_1 .. l_n
+    base: tuple[sp.Expr, ...]  # b_1 .. b_n
+    #: A symbol standing for ``n = len(l)``, or None for the number itself. The oracle's
+    #: lambdified functions take ``n`` as an argument this way, which spares them
+    #: re-creating the constant ``1/n`` at every use.
+    count_symbol: sp.Symbol | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.loss) != len(self.base) or not self.loss:
+            raise ValueError("ExplicitTokens needs as many l as b, and at least one token")
+
+    @property
+    def count(self) -> sp.Expr:
+        return sp.Integer(len(self.loss)) if self.count_symbol is None else self.count_symbol
+
+    @property
+    def tokens(self) -> tuple[Token, ...]:
+        return tuple(
+            Token(lt, bt, k) for k, (lt, bt) in enumerate(zip(self.loss, self.base, strict=True), 1)
+        )
+
+    def total(self, f: Callable[[Token], sp.Expr], *, index: sp.Symbol = sym.t) -> sp.Expr:
+        return sp.Add(*(f(token) for token in self.tokens))
+
+    @classmethod
+    def symbols(cls, count: int, *, prefix: str = "", positive_b: bool = False) -> ExplicitTokens:
+        """Fresh token symbols ``l_1 .. l_n``, ``b_1 .. b_n`` (see ``symbols.token_symbols``)."""
+        return cls(*sym.token_symbols(count, prefix=prefix, positive_b=positive_b))
+
+
+@dataclass(frozen=True)
+class IndexedTokens(Tokens):
+    """Tokens ``l[row, t]``, ``b[row, t]`` for ``t = 1 .. count`` (``l[t]`` without a row)."""
+
+    loss: sp.IndexedBase = sym.l_indexed
+    base: sp.IndexedBase = sym.b_indexed
+    n: sp.Expr = sym.n
+    row: sp.Expr | None = None
+
+    @property
+    def count(self) -> sp.Expr:
+        return self.n
+
+    def token(self, index: sp.Expr) -> Token:
+        at = (index,) if self.row is None else (self.row, index)
+        return Token(self.loss[at], self.base[at], index)
+
+    def total(self, f: Callable[[Token], sp.Expr], *, index: sp.Symbol = sym.t) -> sp.Expr:
+        return sp.Sum(f(self.token(index)), (index, 1, self.n))
+
+
+# ---------------------------------------------------------------------------------------
+# Per-example quantities
+
+
+def share_normalizer(tokens: Tokens, alpha: sp.Expr) -> sp.Expr:
+    """``Z_i = sum_s b_is^alpha`` (with ``0^0 = 1``: at ``alpha = 0`` it is ``n_i``)."""
+    return tokens.total(lambda tok: tok.base**alpha, index=sym.s)
+
+
+def share(b_t: sp.Expr, tokens: Tokens, alpha: sp.Expr, *, zero_base: bool = False) -> sp.Expr:
+    """``pi_it = b_it^alpha / sum_s b_is^alpha``, the tempered surprisal share.
+
+    ``zero_base`` is the row whose valid ``b`` are all 0: there the shares are uniform,
+    ``1/n_i`` (MATH.md; the limit of a row of equal losses, identity
+    ``zero-base-uniform-fallback``), whatever ``alpha``.
+    """
+    if zero_base:
+        return 1 / tokens.count
+    return b_t**alpha / share_normalizer(tokens, alpha)
+
+
+@dataclass(frozen=True)
+class Example:
+    """One kept example: its tokens, ``alpha`` and whether all of its valid ``b`` are 0."""
+
+    tokens: Tokens
+    alpha: sp.Expr = sym.alpha
+    zero_base: bool = False
+
+    @property
+    def count(self) -> sp.Expr:
+        return self.tokens.count
+
+    def share(self, token: Token) -> sp.Expr:
+        """``pi_it`` of one of this example's tokens."""
+        return share(token.base, self.tokens, self.alpha, zero_base=self.zero_base)
+
+    @property
+    def shares(self) -> tuple[sp.Expr, ...]:
+        """``(pi_i1 .. pi_in)``, for explicit tokens."""
+        if not isinstance(self.tokens, ExplicitTokens):
+            raise TypeError("shares needs explicit tokens; use share(token) otherwise")
+        return tuple(self.share(token) for token in self.tokens.tokens)
+
+    @property
+    def lbar(self) -> sp.Expr:
+        """``lbar_i = (1/n_i) sum_t l_it``."""
+        return self.tokens.total(lambda tok: tok.loss) / self.count
+
+    @property
+    def bbar(self) -> sp.Expr:
+        """``bbar_i = (1/n_i) sum_t b_it`` (the seed's ``b_u``)."""
+        return self.tokens.total(lambda tok: tok.base) / self.count
+
+    @property
+    def ltok(self) -> sp.Expr:
+        """``ltok_i = sum_t pi_it l_it``."""
+        return self.tokens.total(lambda tok: self.share(tok) * tok.loss)
+
+    @property
+    def btok(self) -> sp.Expr:
+        """``btok_i = sum_t pi_it b_it`` (the seed's ``R^base_tok,alpha``)."""
+        return self.tokens.total(lambda tok: self.share(tok) * tok.base)
+
+    @property
+    def kappa(self) -> sp.Expr:
+        """``kappa_i = btok_i / bbar_i``, and 1 where ``bbar_i = 0`` (the zero-base row)."""
+        if self.zero_base:
+            return sp.Integer(1)
+        return self.btok / self.bbar
+
+
+class ExampleLike(Protocol):
+    """What the batch-level definitions read off an example."""
+
+    @property
+    def lbar(self) -> sp.Expr: ...
+    @property
+    def bbar(self) -> sp.Expr: ...
+    @property
+    def ltok(self) -> sp.Expr: ...
+    @property
+    def btok(self) -> sp.Expr: ...
+    @property
+    def kappa(self) -> sp.Expr: ...
+
+
+@dataclass(frozen=True)
+class ExampleSummary:
+    """An example seen only through its five per-example quantities (as symbols)."""
+
+    lbar: sp.Expr
+    bbar: sp.Expr
+    ltok: sp.Expr
+    btok: sp.Expr
+    kappa: sp.Expr
+
+    @classmethod
+    def indexed(cls, row: sp.Expr) -> ExampleSummary:
+        """``lbar[row], bbar[row], ...``: for the batch-level formulas at general ``B'``."""
+        return cls(
+            sym.lbar_indexed[row],
+            sym.bbar_indexed[row],
+            sym.ltok_indexed[row],
+            sym.btok_indexed[row],
+            sym.kappa_indexed[row],
+        )
+
+    @classmethod
+    def symbols(cls, k: int) -> ExampleSummary:
+        """Plain symbols ``lbar_k, ...`` for example ``k`` of an explicit batch."""
+        return cls(
+            sp.Symbol(f"lbar_{k}", real=True),
+            sp.Symbol(f"bbar_{k}", nonnegative=True),
+            sp.Symbol(f"ltok_{k}", real=True),
+            sp.Symbol(f"btok_{k}", nonnegative=True),
+            sp.Symbol(f"kappa_{k}", positive=True),
+        )
+
+    def as_tuple(self) -> tuple[sp.Expr, ...]:
+        return (self.lbar, self.bbar, self.ltok, self.btok, self.kappa)
+
+
+# ---------------------------------------------------------------------------------------
+# Batches
+
+
+class Batch(ABC):
+    """The ``B'`` kept examples of a batch, and the mean over them."""
+
+    @property
+    @abstractmethod
+    def count(self) -> sp.Expr:
+        """``B'``, the number of kept examples."""
+
+    @abstractmethod
+    def mean(self, f: Callable[[ExampleLike], sp.Expr]) -> sp.Expr:
+        """``mean_i f(example i) = (1/B') sum_i f(example i)``."""
+
+
+@dataclass(frozen=True)
+class ExplicitBatch(Batch):
+    """An explicit tuple of kept examples."""
+
+    examples: tuple[ExampleLike, ...]
+    #: A symbol standing for ``B' = len(examples)``, or None for the number itself (see
+    #: ``ExplicitTokens.count_symbol``).
+    count_symbol: sp.Symbol | None = None
+
+    @property
+    def count(self) -> sp.Expr:
+        return sp.Integer(len(self.examples)) if self.count_symbol is None else self.count_symbol
+
+    def mean(self, f: Callable[[ExampleLike], sp.Expr]) -> sp.Expr:
+        return sp.Add(*(f(example) for example in self.examples)) / self.count
+
+    @classmethod
+    def of_sizes(
+        cls,
+        sizes: tuple[int, ...],
+        alpha: sp.Expr = sym.alpha,
+        *,
+        positive_b: bool = False,
+        zero_base: tuple[bool, ...] | None = None,
+    ) -> ExplicitBatch:
+        """Fresh examples with ``sizes[k]`` tokens each; token symbols ``l_{k}_{t}``."""
+        zero = zero_base or (False,) * len(sizes)
+        return cls(
+            tuple(
+                Example(
+                    ExplicitTokens.symbols(size, prefix=f"{k}_", positive_b=positive_b),
+                    alpha,
+                    zero_base=z,
+                )
+                for k, (size, z) in enumerate(zip(sizes, zero, strict=True), 1)
+            )
+        )
+
+
+@dataclass(frozen=True)
+class IndexedBatch(Batch):
+    """``example(i)`` for ``i = 1 .. count``, summed with ``Sum``."""
+
+    example: Callable[[sp.Expr], ExampleLike] = ExampleSummary.indexed
+    n_kept: sp.Expr = sym.kept_count
+    index: sp.Symbol = sym.i
+
+    @property
+    def count(self) -> sp.Expr:
+        return self.n_kept
+
+    def mean(self, f: Callable[[ExampleLike], sp.Expr]) -> sp.Expr:
+        return sp.Sum(f(self.example(self.index)), (self.index, 1, self.n_kept)) / self.n_kept
+
+
+def indexed_example(row: sp.Expr = sym.i, alpha: sp.Expr = sym.alpha) -> Example:
+    """Example ``row`` with indexed tokens ``l[row, t]``, ``b[row, t]``, ``t = 1 .. n[row]``."""
+    return Example(IndexedTokens(sym.l_indexed, sym.b_indexed, sym.n_indexed[row], row=row), alpha)
+
+
+# ---------------------------------------------------------------------------------------
+# The five terms, the two diagnostics and the total
+
+
+def loss_terms(batch: Batch, params: Parameters = SYMBOLIC) -> dict[str, sp.Expr]:
+    """The eight outputs of MATH.md, by name, in MATH.md order."""
+    c, eps = params.c, params.epsilon
+    raw = batch.mean(lambda e: e.lbar)
+    terms = {
+        "reconstruction_loss": raw,
+        "distribution_normalized_reconstruction_loss": raw / c,
+        "example_inverse_surprisal_weighted_reconstruction_loss": batch.mean(
+            lambda e: e.lbar / (e.bbar + eps)
+        ),
+        "token_weighted_reconstruction_loss": batch.mean(lambda e: e.ltok),
+        "normalized_concentration_corrected_token_weighted_reconstruction_loss": batch.mean(
+            lambda e: e.ltok / e.kappa
+        )
+        / c,
+        "token_weighted_base_loss": batch.mean(lambda e: e.btok),
+        "token_concentration_factor": batch.mean(lambda e: e.kappa),
+    }
+    terms[TOTAL_NAME] = total_loss(terms, params)
+    return terms
+
+
+def total_loss(terms: Mapping[str, sp.Expr], params: Parameters = SYMBOLIC) -> sp.Expr:
+    """``J = w_raw R_raw + w_dist R_dist + w_ex R_ex + w_tok R_tok + w_cc R_cc``."""
+    return sp.Add(*(weight * terms[name] for name, weight in params.weights().items()))
+
+
+def per_example_contributions(
+    example: ExampleLike, params: Parameters = SYMBOLIC
+) -> dict[str, sp.Expr]:
+    """``x_i`` with ``output = mean_i x_i`` for each of the eight (identity ``batch-mean-form``)."""
+    c, eps = params.c, params.epsilon
+    parts = {
+        "reconstruction_loss": example.lbar,
+        "distribution_normalized_reconstruction_loss": example.lbar / c,
+        "example_inverse_surprisal_weighted_reconstruction_loss": example.lbar
+        / (example.bbar + eps),
+        "token_weighted_reconstruction_loss": example.ltok,
+        "normalized_concentration_corrected_token_weighted_reconstruction_loss": example.ltok
+        / (c * example.kappa),
+        "token_weighted_base_loss": example.btok,
+        "token_concentration_factor": example.kappa,
+    }
+    parts[TOTAL_NAME] = total_loss(parts, params)
+    return parts
+
+
+# ---------------------------------------------------------------------------------------
+# Gradients
+
+
+def token_gradient(
+    example: Example, token: Token, kept: sp.Expr, params: Parameters = SYMBOLIC
+) -> sp.Expr:
+    """The closed form of ``dJ/dl_it`` for a valid token of a kept example (MATH.md, "Gradients").
+
+    ``(1/B') [ (w_raw + w_dist/c + w_ex/(bbar_i + eps)) / n_i + (w_tok + w_cc/(c kappa_i)) pi_it ]``
+
+    ``pi``, ``kappa`` and ``bbar`` are built from ``b`` alone, so they are constants for
+    the derivative in ``l``: this is the stop-gradient of MATH.md. Identity
+    ``gradient-closed-form`` proves it equal to the derivative of ``J``.
+    """
+    p = params
+    uniform_weight = (
+        p.w_raw + p.w_dist / p.c + p.w_ex / (example.bbar + p.epsilon)
+    ) / example.count
+    share_weight = (p.w_tok + p.w_cc / (p.c * example.kappa)) * example.share(token)
+    return (uniform_weight + share_weight) / kept
+
+
+# ---------------------------------------------------------------------------------------
+# Substitutions used by the identities
+
+
+def at_baseline(expr: sp.Expr, batch: Batch) -> sp.Expr:
+    """``expr`` at the z-free baseline: ``l = b`` on every valid position of ``batch``."""
+    if isinstance(batch, ExplicitBatch):
+        mapping: dict[sp.Expr, sp.Expr] = {}
+        for example in batch.examples:
+            tokens = example.tokens
+            mapping.update(zip(tokens.loss, tokens.base, strict=True))
+        return expr.xreplace(mapping)
+    return expr.replace(
+        lambda e: isinstance(e, sp.Indexed) and e.base == sym.l_indexed,
+        lambda e: sym.b_indexed[e.indices],
+    )
+
+
+def baseline_scale(batch: Batch) -> sp.Expr:
+    """``c = mean_i bbar_i``: the reference scale that matches the baseline exactly."""
+    return batch.mean(lambda e: e.bbar)

@@ -1,0 +1,479 @@
+"""The oracle: the eight outputs of MATH.md evaluated from the sympy expressions.
+
+``evaluate`` and ``evaluate_details`` compute every number from the expressions of
+``spec.definitions``, lambdified with ``modules="mpmath"`` and evaluated at high
+precision (50 significant digits by default), then rounded once to float64. So the
+result is the float64 nearest to the exact value of the definitions for the given
+inputs — also where float64 itself would overflow (``b^alpha`` with ``alpha = 1000``).
+
+Two lambdified functions are built, each cached by its size, so that an evaluation on
+``B, T <= 8`` costs a few milliseconds:
+
+* per kept example, keyed by ``(n, zero_base, details)``: from ``l_1 .. l_n``,
+  ``b_1 .. b_n`` and the config to ``lbar, bbar, ltok, btok, kappa`` and, with ``details``,
+  the shares ``pi_1 .. pi_n`` and the closed form of ``dJ/dl_t``. ``zero_base`` is the row
+  whose valid ``b`` are all 0 (uniform shares, ``kappa = 1``; MATH.md);
+* per batch, keyed by the number ``B'`` of kept examples: from the per-example quantities
+  and the config to the eight outputs.
+
+The lambdified code is the expressions' own, rewritten only exactly: common
+subexpressions are shared (``cse``), ``factor_terms`` takes common factors out of sums, and
+sums are evaluated with ``mpmath.fsum``/``fdot`` (exact, rounded once).
+
+Inputs may be torch tensors (any floating dtype; converted exactly to float64, never
+through float32), numpy arrays or nested lists. Values at padded positions are never
+read beyond the copy, so NaN and inf there change nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import mpmath
+import numpy as np
+import sympy as sp
+from mpmath.libmp import from_float, from_int
+from sympy.printing.pycode import MpmathPrinter
+
+from spec.definitions import (
+    CONFIG_FIELDS,
+    LOSS_NAMES,
+    SYMBOLIC,
+    Example,
+    ExampleSummary,
+    ExplicitBatch,
+    ExplicitTokens,
+    loss_terms,
+    token_gradient,
+)
+
+#: Significant decimal digits of the mpmath evaluation.
+DEFAULT_PRECISION = 50
+
+_ORDER = ("alpha", "epsilon", "c", "w_raw", "w_dist", "w_ex", "w_tok", "w_cc")
+_PARAMETER_SYMBOLS = tuple(getattr(SYMBOLIC, name) for name in _ORDER)
+# The counts n and B' enter the lambdified functions as arguments (see
+# ExplicitTokens.count_symbol).
+_KEPT = sp.Symbol("kept_count", positive=True)
+_COUNT = sp.Symbol("token_count", positive=True)
+_SHARE = sp.Symbol("share", nonnegative=True)
+
+
+@dataclass(frozen=True)
+class _ShareAs:
+    """``example`` with every share replaced by one symbol (for ``token_gradient``)."""
+
+    example: Example
+    symbol: sp.Symbol
+
+    @property
+    def count(self) -> sp.Expr:
+        return self.example.count
+
+    @property
+    def bbar(self) -> sp.Expr:
+        return self.example.bbar
+
+    @property
+    def kappa(self) -> sp.Expr:
+        return self.example.kappa
+
+    def share(self, token: object) -> sp.Expr:
+        return self.symbol
+
+
+@dataclass(frozen=True, eq=False)
+class OracleResult:
+    """Everything the oracle computes for one batch.
+
+    Per-example arrays hold 0.0 for dropped (empty) rows, except ``kappa`` which holds
+    1.0 there; ``shares`` and ``token_gradient`` are 0.0 at padded positions and in dropped
+    rows. All arrays are read-only float64 (``kept`` is bool).
+    """
+
+    values: dict[str, float]
+    token_gradient: np.ndarray
+    shares: np.ndarray
+    kappa: np.ndarray
+    lbar: np.ndarray
+    bbar: np.ndarray
+    ltok: np.ndarray
+    btok: np.ndarray
+    kept: np.ndarray
+    kept_count: int
+
+
+# ---------------------------------------------------------------------------------------
+# The lambdified expressions
+
+
+class _FsumPrinter(MpmathPrinter):
+    """``MpmathPrinter`` that writes a sum of three or more terms with ``mpmath.fsum``.
+
+    A sum of products of two factors, ``sum_t pi_t l_t``, becomes ``mpmath.fdot``, any
+    other sum ``mpmath.fsum``. Both add exactly and round once, so they are at least as
+    accurate as a chain of ``+`` and ``*``, and several times faster: the oracle spends
+    most of its time in these sums.
+    """
+
+    def _print_Add(self, expr: sp.Add, order: str | None = None) -> str:
+        terms = expr.args
+        if len(terms) < 3:
+            return super()._print_Add(expr, order)
+        if all(isinstance(term, sp.Mul) and len(term.args) == 2 for term in terms):
+            pairs = (f"({self._print(t.args[0])}, {self._print(t.args[1])})" for t in terms)
+            return "fdot((" + ", ".join(pairs) + "))"
+        return "fsum((" + ", ".join(self._print(term) for term in terms) + "))"
+
+
+def _lambdify(arguments: list[sp.Symbol], outputs: tuple[sp.Expr, ...]) -> Callable[..., Any]:
+    printer = _FsumPrinter({"fully_qualified_modules": False, "inline": True})
+    return sp.lambdify(arguments, outputs, modules="mpmath", printer=printer, cse=True)
+
+
+@cache
+def example_function(
+    n: int, zero_base: bool, details: bool = True
+) -> Callable[..., tuple[Any, ...]]:
+    """``f(l_1..l_n, b_1..b_n, alpha, eps, c, w_raw..w_cc, B', n)`` for one kept example.
+
+    Returns ``(lbar, bbar, ltok, btok, kappa)``, followed with ``details`` by the shares
+    ``pi_1..pi_n`` and the closed form of ``dJ/dl_1..dJ/dl_n``; lambdified from
+    ``spec.definitions`` with ``modules="mpmath"``.
+    """
+    plain = ExplicitTokens.symbols(n)
+    tokens = ExplicitTokens(plain.loss, plain.base, count_symbol=_COUNT)
+    example = Example(tokens, SYMBOLIC.alpha, zero_base=zero_base)
+    quantities = [example.lbar, example.bbar, example.ltok, example.btok, example.kappa]
+    # factor_terms is exact; it takes 1/sum_s b_s^alpha out of sum_t pi_t l_t, which spares
+    # a multiplication per token.
+    outputs = [sp.factor_terms(quantity) for quantity in quantities]
+    if details:
+        shares = example.shares
+        # dJ/dl_t is affine in pi_t: A + C pi_t with A, C the same for every token. Taking
+        # A and C apart once (exactly) spares a multiplication per token.
+        gradient = token_gradient(_ShareAs(example, _SHARE), None, _KEPT)
+        offset, slope = gradient.subs(_SHARE, 0), sp.diff(gradient, _SHARE)
+        outputs += list(shares)
+        outputs += [offset + slope * share for share in shares]
+    arguments = [*tokens.loss, *tokens.base, *_PARAMETER_SYMBOLS, _KEPT, _COUNT]
+    return _lambdify(arguments, tuple(outputs))
+
+
+@cache
+def batch_function(kept: int) -> Callable[..., tuple[Any, ...]]:
+    """``g(lbar_1, bbar_1, ltok_1, btok_1, kappa_1, ..., alpha, eps, c, w_raw..w_cc)``.
+
+    Returns the eight outputs in MATH.md order, lambdified from ``loss_terms``.
+    """
+    summaries = tuple(ExampleSummary.symbols(k) for k in range(1, kept + 1))
+    terms = loss_terms(ExplicitBatch(summaries, count_symbol=_KEPT), SYMBOLIC)
+    arguments = [x for summary in summaries for x in summary.as_tuple()]
+    arguments += [*_PARAMETER_SYMBOLS, _KEPT]
+    outputs = tuple(terms[name] for name in LOSS_NAMES)
+    return _lambdify(arguments, outputs)
+
+
+# ---------------------------------------------------------------------------------------
+# Inputs
+
+
+def _torch_module() -> Any:
+    # torch is only looked at when it is already imported: a torch tensor cannot exist
+    # otherwise, and the oracle must not pay for importing it.
+    return sys.modules.get("torch")
+
+
+def _is_tensor(value: Any) -> bool:
+    torch = _torch_module()
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _losses_as_lists(value: Any, name: str) -> list[list[float | int]]:
+    """A 2-D array of real numbers as nested lists of exact Python numbers."""
+    if _is_tensor(value):
+        torch = _torch_module()
+        if value.dim() != 2:
+            raise ValueError(
+                f"{name} must be 2-D [B, T], got {value.dim()}-D with shape {tuple(value.shape)}"
+            )
+        if not value.is_floating_point():
+            raise ValueError(f"{name} must have a floating dtype, got {value.dtype}")
+        # Every floating dtype torch has converts to float64 exactly.
+        return value.detach().to(device="cpu", dtype=torch.float64).tolist()
+    array = _as_2d_array(value, name)
+    if isinstance(value, np.ndarray) and array.dtype.kind != "f":
+        raise ValueError(f"{name} must have a floating dtype, got {array.dtype}")
+    if array.dtype.kind == "f":
+        return array.astype(np.float64).tolist()
+    if array.dtype.kind in "iu":
+        return array.tolist()  # Python ints: exact
+    raise ValueError(f"{name} must hold real numbers, got dtype {array.dtype}")
+
+
+def _as_2d_array(value: Any, name: str) -> np.ndarray:
+    try:
+        array = np.asarray(value)
+    except ValueError as error:  # ragged nested lists
+        raise ValueError(f"{name} must be a 2-D [B, T] array: {error}") from None
+    if array.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D [B, T], got {array.ndim}-D with shape {tuple(array.shape)}"
+        )
+    return array
+
+
+def _mask_as_lists(value: Any) -> list[list[bool]]:
+    """The mask as nested lists of bool; integer masks must hold only 0 and 1."""
+    if _is_tensor(value):
+        if value.dim() != 2:
+            raise ValueError(
+                f"mask must be 2-D [B, T], got {value.dim()}-D with shape {tuple(value.shape)}"
+            )
+        if value.is_floating_point() or value.is_complex():
+            raise ValueError(f"mask must be bool or an integer 0/1 tensor, got dtype {value.dtype}")
+        array = value.detach().cpu().numpy()
+    else:
+        array = _as_2d_array(value, "mask")
+    if array.dtype.kind == "b":
+        return array.tolist()
+    if array.dtype.kind not in "iu":
+        raise ValueError(f"mask must be bool or integer 0/1, got dtype {array.dtype}")
+    bad = (array != 0) & (array != 1)
+    if bad.any():
+        raise ValueError(
+            f"mask must hold only 0 and 1 when it is an integer array, found {array[bad][0]}"
+        )
+    return (array != 0).tolist()
+
+
+def _shape(rows: list[list[Any]]) -> tuple[int, int]:
+    return (len(rows), len(rows[0]) if rows else 0)
+
+
+def _check_devices(token_nll: Any, zfree_token_nll: Any, mask: Any) -> None:
+    devices = {str(x.device) for x in (token_nll, zfree_token_nll, mask) if _is_tensor(x)}
+    if len(devices) > 1:
+        raise ValueError(
+            "token_nll, zfree_token_nll and mask must be on the same device, got "
+            + ", ".join(sorted(devices))
+        )
+
+
+def read_config(config: Any) -> dict[str, float]:
+    """The eight config values by field name, checked as ``ReconstructionLossConfig`` does.
+
+    ``config`` is any object with the fields as attributes, or a mapping with them as keys.
+    """
+    values: dict[str, float] = {}
+    for field in CONFIG_FIELDS.values():
+        if isinstance(config, Mapping):
+            if field not in config:
+                raise ValueError(f"config must have the key {field!r}")
+            raw = config[field]
+        else:
+            if not hasattr(config, field):
+                raise ValueError(f"config must have the attribute {field!r}")
+            raw = getattr(config, field)
+        if isinstance(raw, bool) or not isinstance(raw, (int, float, np.integer, np.floating)):
+            raise ValueError(f"config.{field} must be a real number, got {raw!r}")
+        value = float(raw)
+        if not math.isfinite(value):
+            raise ValueError(f"config.{field} must be finite, got {value!r}")
+        if field == CONFIG_FIELDS["c"]:
+            if value <= 0:
+                raise ValueError(f"config.{field} must be > 0, got {value!r}")
+        elif value < 0:
+            raise ValueError(f"config.{field} must be >= 0, got {value!r}")
+        values[field] = value
+    return values
+
+
+@dataclass(frozen=True)
+class _Row:
+    """The valid tokens of one kept example, as exact numbers."""
+
+    index: int
+    positions: tuple[int, ...]
+    loss: tuple[float | int, ...]  # l at the valid positions
+    base: tuple[float | int, ...]  # b at the valid positions
+
+    @property
+    def zero_base(self) -> bool:
+        return all(value == 0 for value in self.base)
+
+
+def _valid_rows(
+    ls: list[list[Any]], bs: list[list[Any]], mask: list[list[bool]], epsilon: float
+) -> list[_Row]:
+    """Check the value rules of MATH.md, "Errors"; return the kept examples."""
+    rows: list[_Row] = []
+    for name, data in (("token_nll", ls), ("zfree_token_nll", bs)):
+        for r, (values, valid) in enumerate(zip(data, mask, strict=True)):
+            for col, (value, ok) in enumerate(zip(values, valid, strict=True)):
+                if ok and not math.isfinite(value):
+                    raise ValueError(
+                        f"{name} must be finite at every position where mask is True; "
+                        f"found {value} at [{r}, {col}]"
+                    )
+    for r, (values, valid) in enumerate(zip(bs, mask, strict=True)):
+        for col, (value, ok) in enumerate(zip(values, valid, strict=True)):
+            if ok and value < 0:
+                raise ValueError(
+                    "zfree_token_nll must be >= 0 at every position where mask is True; "
+                    f"found {value} at [{r}, {col}]"
+                )
+    for r, valid in enumerate(mask):
+        positions = tuple(col for col, ok in enumerate(valid) if ok)
+        if positions:
+            rows.append(
+                _Row(
+                    r,
+                    positions,
+                    tuple(ls[r][p] for p in positions),
+                    tuple(bs[r][p] for p in positions),
+                )
+            )
+    if not rows:
+        raise ValueError("mask must select at least one valid token in the batch; it selects none")
+    if epsilon == 0:
+        for row in rows:
+            if row.zero_base:
+                raise ValueError(
+                    "example_inverse_surprisal_epsilon = 0 needs bbar_i > 0 for every kept "
+                    f"example; example {row.index} has zfree_token_nll = 0 at all of its "
+                    "valid positions"
+                )
+    return rows
+
+
+# ---------------------------------------------------------------------------------------
+# Evaluation
+
+
+def _prepare(
+    token_nll: Any, zfree_token_nll: Any, mask: Any, config: Any
+) -> tuple[dict[str, float], tuple[int, int], list[_Row]]:
+    """Read and check the config and the inputs; return them with the kept examples."""
+    cfg = read_config(config)
+    _check_devices(token_nll, zfree_token_nll, mask)
+    ls = _losses_as_lists(token_nll, "token_nll")
+    bs = _losses_as_lists(zfree_token_nll, "zfree_token_nll")
+    valid = _mask_as_lists(mask)
+    shapes = (_shape(ls), _shape(bs), _shape(valid))
+    if not shapes[0] == shapes[1] == shapes[2]:
+        raise ValueError(
+            "token_nll, zfree_token_nll and mask must have the same shape, got "
+            f"{shapes[0]}, {shapes[1]} and {shapes[2]}"
+        )
+    rows = _valid_rows(ls, bs, valid, cfg[CONFIG_FIELDS["epsilon"]])
+    return cfg, shapes[0], rows
+
+
+def _exact_mpf(value: float | int) -> Any:
+    """``value`` as an mpf, exactly (a float64 or an int needs no rounding)."""
+    # make_mpf(from_float(...)) is what mpf(value) does, without its generic dispatch:
+    # the oracle converts every valid input this way.
+    if isinstance(value, int):
+        return mpmath.mp.make_mpf(from_int(value))
+    return mpmath.mp.make_mpf(from_float(value))
+
+
+def _run(
+    cfg: dict[str, float], rows: list[_Row], precision: int, details: bool
+) -> tuple[dict[str, float], list[tuple[Any, ...]]]:
+    """Evaluate the lambdified expressions; return the eight values and each row's outputs."""
+    per_row: list[tuple[Any, ...]] = []
+    with mpmath.workdps(precision):
+        mpf = mpmath.mpf
+        parameters = [mpf(cfg[CONFIG_FIELDS[name]]) for name in _ORDER]
+        kept_count = mpf(len(rows))
+        summaries: list[Any] = []
+        for row in rows:
+            n = len(row.positions)
+            out = example_function(n, row.zero_base, details)(
+                *(_exact_mpf(x) for x in row.loss),
+                *(_exact_mpf(x) for x in row.base),
+                *parameters,
+                kept_count,
+                mpf(n),
+            )
+            summaries.extend(out[:5])
+            per_row.append(out)
+        outputs = batch_function(len(rows))(*summaries, *parameters, kept_count)
+        # float(mpf) rounds to nearest: one rounding from the high-precision value.
+        values = {name: float(value) for name, value in zip(LOSS_NAMES, outputs, strict=True)}
+    return values, per_row
+
+
+def evaluate_details(
+    token_nll: Any,
+    zfree_token_nll: Any,
+    mask: Any,
+    config: Any,
+    *,
+    precision: int = DEFAULT_PRECISION,
+) -> OracleResult:
+    """The eight outputs and the per-example and per-token quantities behind them.
+
+    Args:
+        token_nll: ``[B, T]`` l, the model's per-token NLL.
+        zfree_token_nll: ``[B, T]`` b, the z-free reference's per-token NLL (>= 0 where valid).
+        mask: ``[B, T]`` bool or integer 0/1, True at valid positions.
+        config: object or mapping with the fields of ``ReconstructionLossConfig``.
+        precision: significant decimal digits of the mpmath evaluation.
+
+    Raises:
+        ValueError: for the cases of MATH.md, "Errors" (the message names the argument
+            and the rule), and for a config value ``ReconstructionLossConfig`` would reject.
+    """
+    cfg, (batch_size, width), rows = _prepare(token_nll, zfree_token_nll, mask, config)
+    values, per_row = _run(cfg, rows, precision, details=True)
+
+    shares = np.zeros((batch_size, width))
+    gradient = np.zeros((batch_size, width))
+    kappa = np.ones(batch_size)
+    lbar, bbar, ltok, btok = (np.zeros(batch_size) for _ in range(4))
+    kept = np.zeros(batch_size, dtype=bool)
+    for row, out in zip(rows, per_row, strict=True):
+        r, n, cols = row.index, len(row.positions), list(row.positions)
+        kept[r] = True
+        lbar[r], bbar[r], ltok[r], btok[r], kappa[r] = (float(x) for x in out[:5])
+        shares[r, cols] = [float(x) for x in out[5 : 5 + n]]
+        gradient[r, cols] = [float(x) for x in out[5 + n :]]
+    for array in (gradient, shares, kappa, lbar, bbar, ltok, btok, kept):
+        array.setflags(write=False)
+    return OracleResult(
+        values=values,
+        token_gradient=gradient,
+        shares=shares,
+        kappa=kappa,
+        lbar=lbar,
+        bbar=bbar,
+        ltok=ltok,
+        btok=btok,
+        kept=kept,
+        kept_count=len(rows),
+    )
+
+
+def evaluate(
+    token_nll: Any,
+    zfree_token_nll: Any,
+    mask: Any,
+    config: Any,
+    *,
+    precision: int = DEFAULT_PRECISION,
+) -> dict[str, float]:
+    """The eight outputs of MATH.md, by name and in MATH.md order, as float64.
+
+    Same arguments and errors as ``evaluate_details``; skips the shares and the gradient.
+    """
+    cfg, _, rows = _prepare(token_nll, zfree_token_nll, mask, config)
+    values, _ = _run(cfg, rows, precision, details=False)
+    return values

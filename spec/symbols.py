@@ -1,0 +1,111 @@
+"""The symbols of the specification, with the assumptions MATH.md states for them.
+
+Two kinds of token symbols are used:
+
+* explicit ones, ``l_1 .. l_n`` and ``b_1 .. b_n`` for a fixed ``n`` — what the proofs for
+  ``n = 1 .. 4`` and the oracle's lambdified functions are built from;
+* indexed ones, ``l[i, t]`` and ``b[i, t]`` summed with ``Sum`` up to a symbolic ``n_i`` —
+  what the general-``n`` proofs and the document's formulas are built from.
+
+``LATEX_NAMES`` maps the plain names sympy knows these symbols by to the notation of
+MATH.md, for ``sympy.latex(..., symbol_names=LATEX_NAMES)``.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+# Parameters of the stack (config fields): alpha = token_weight_alpha,
+# epsilon = example_inverse_surprisal_epsilon, c = zfree_reference_scale.
+alpha = sp.Symbol("alpha", nonnegative=True)
+epsilon = sp.Symbol("epsilon", nonnegative=True)
+c = sp.Symbol("c", positive=True)
+
+# The five weights, in MATH.md order.
+w_raw = sp.Symbol("w_raw", nonnegative=True)
+w_dist = sp.Symbol("w_dist", nonnegative=True)
+w_ex = sp.Symbol("w_ex", nonnegative=True)
+w_tok = sp.Symbol("w_tok", nonnegative=True)
+w_cc = sp.Symbol("w_cc", nonnegative=True)
+
+# Counts and indices: n valid tokens in an example, B' kept examples in a batch.
+n = sp.Symbol("n", integer=True, positive=True)
+kept_count = sp.Symbol("B_kept", integer=True, positive=True)
+i = sp.Symbol("i", integer=True, positive=True)
+t = sp.Symbol("t", integer=True, positive=True)
+s = sp.Symbol("s", integer=True, positive=True)
+
+# Indexed token losses: l[i, t] is real, b[i, t] >= 0 (a surprisal).
+l_indexed = sp.IndexedBase("l", real=True)
+b_indexed = sp.IndexedBase("b", nonnegative=True)
+n_indexed = sp.IndexedBase("ncount", integer=True, positive=True)
+
+# Indexed per-example quantities, for the batch-level formulas.
+lbar_indexed = sp.IndexedBase("lbar", real=True)
+bbar_indexed = sp.IndexedBase("bbar", nonnegative=True)
+ltok_indexed = sp.IndexedBase("ltok", real=True)
+btok_indexed = sp.IndexedBase("btok", nonnegative=True)
+kappa_indexed = sp.IndexedBase("kappa", positive=True)
+pi_indexed = sp.IndexedBase("pi", nonnegative=True)
+omega_indexed = sp.IndexedBase("omega", nonnegative=True)
+scale_C = sp.Symbol("C", positive=True)
+
+# The eight outputs, as symbols for the document's equations.
+R_raw = sp.Symbol("R_raw")
+R_dist = sp.Symbol("R_dist")
+R_ex = sp.Symbol("R_ex")
+R_tok = sp.Symbol("R_tok")
+R_cc = sp.Symbol("R_cc")
+base_tok = sp.Symbol("Bbase")
+kappa_mean = sp.Symbol("Kmean")
+J = sp.Symbol("J")
+
+LATEX_NAMES: dict[sp.Basic, str] = {
+    R_raw: r"R_{\mathrm{raw}}",
+    R_dist: r"R_{\mathrm{dist}}",
+    R_ex: r"R_{\mathrm{ex}}",
+    R_tok: r"R_{\mathrm{tok}}",
+    R_cc: r"R_{\mathrm{cc}}",
+    base_tok: r"\operatorname{mean}_i b^{\mathrm{tok}}_i",
+    kappa_mean: r"\operatorname{mean}_i \kappa_i",
+    J: "J",
+    epsilon: r"\varepsilon",
+    w_raw: r"w_{\mathrm{raw}}",
+    w_dist: r"w_{\mathrm{dist}}",
+    w_ex: r"w_{\mathrm{ex}}",
+    w_tok: r"w_{\mathrm{tok}}",
+    w_cc: r"w_{\mathrm{cc}}",
+    kept_count: "B'",
+    l_indexed.label: "l",
+    b_indexed.label: "b",
+    n_indexed.label: "n",
+    lbar_indexed.label: r"\bar{l}",
+    bbar_indexed.label: r"\bar{b}",
+    ltok_indexed.label: r"l^{\mathrm{tok}}",
+    btok_indexed.label: r"b^{\mathrm{tok}}",
+    kappa_indexed.label: r"\kappa",
+    pi_indexed.label: r"\pi",
+    omega_indexed.label: r"\omega",
+}
+
+
+def token_symbols(
+    count: int, *, prefix: str = "", positive_b: bool = False
+) -> tuple[tuple[sp.Symbol, ...], tuple[sp.Symbol, ...]]:
+    """``(l_1 .. l_n, b_1 .. b_n)`` for one example with ``count`` valid tokens.
+
+    ``positive_b`` asks for ``b > 0`` instead of ``b >= 0``: the proofs that take
+    ``log b`` need it. ``prefix`` keeps the examples of one batch apart (``l_2_1`` is token
+    1 of example 2).
+    """
+    ls = tuple(sp.Symbol(f"l_{prefix}{k}", real=True) for k in range(1, count + 1))
+    assumption = {"positive": True} if positive_b else {"nonnegative": True}
+    bs = tuple(sp.Symbol(f"b_{prefix}{k}", **assumption) for k in range(1, count + 1))
+    return ls, bs
+
+
+def latex(expr: sp.Basic | str) -> str:
+    """LaTeX of an expression in the notation of MATH.md."""
+    if isinstance(expr, str):
+        return expr
+    return sp.latex(expr, symbol_names=LATEX_NAMES)

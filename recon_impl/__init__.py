@@ -8,6 +8,8 @@ Where things are:
 * ``logits.py`` — ``token_nll_from_logits``
 * ``trainer_flags.py`` — the trainer's command-line flags
 * ``validation.py`` — the input checks (MATH.md, "Errors")
+* ``zfree_reference_scale.py`` — ``estimate_zfree_reference_scale``: c measured from data
+* ``distributed.py`` — the torch.distributed group and device the estimator reduces over
 """
 
 from recon_impl.config import DisentanglementLossConfig, ReconstructionLossConfig
@@ -24,6 +26,7 @@ from recon_impl.trainer_flags import (
     add_reconstruction_loss_arguments,
     reconstruction_loss_config_from_args,
 )
+from recon_impl.zfree_reference_scale import estimate_zfree_reference_scale
 
 __all__ = [
     "DIAGNOSTIC_NAMES",
@@ -34,6 +37,7 @@ __all__ = [
     "ReconstructionLosses",
     "add_reconstruction_loss_arguments",
     "compute_total_loss",
+    "estimate_zfree_reference_scale",
     "reconstruction_loss_config_from_args",
     "reconstruction_losses",
     "token_nll_from_logits",

@@ -9,9 +9,16 @@ Where things are:
 * ``trainer_flags.py`` — the trainer's command-line flags
 * ``validation.py`` — the input checks (MATH.md, "Errors")
 * ``zfree_reference_scale.py`` — ``estimate_zfree_reference_scale``: c measured from data
-* ``distributed.py`` — the torch.distributed group and device the estimator reduces over
+* ``batch_decomposition.py`` — kept-example weights for gradient accumulation and data
+  parallelism
+* ``distributed.py`` — the torch.distributed group and device the two above reduce over
 """
 
+from recon_impl.batch_decomposition import (
+    kept_example_count,
+    shard_weights,
+    weighted_shard_losses,
+)
 from recon_impl.config import DisentanglementLossConfig, ReconstructionLossConfig
 from recon_impl.logits import token_nll_from_logits
 from recon_impl.reconstruction import (
@@ -38,7 +45,10 @@ __all__ = [
     "add_reconstruction_loss_arguments",
     "compute_total_loss",
     "estimate_zfree_reference_scale",
+    "kept_example_count",
     "reconstruction_loss_config_from_args",
     "reconstruction_losses",
+    "shard_weights",
     "token_nll_from_logits",
+    "weighted_shard_losses",
 ]

@@ -230,13 +230,13 @@ def test_group_without_an_initialized_process_group() -> None:
         estimate_zfree_reference_scale([GOOD], group=object())
 
 
-class _Terminal(io.StringIO):
+class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
 
 
 def test_progress_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    terminal = _Terminal()
+    terminal = Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
     estimate_zfree_reference_scale([GOOD, GOOD, GOOD])
     last = terminal.getvalue().split("\r")[-1]
@@ -244,7 +244,7 @@ def test_progress_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
         r"zfree reference scale: \[#{20}\] 3/3 batches \(100%\), 3 examples\n", last
     )
 
-    terminal = _Terminal()
+    terminal = Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
     estimate_zfree_reference_scale(iter([GOOD, GOOD]))  # no length: a count, no proportion
     assert terminal.getvalue().split("\r")[-1] == "zfree reference scale: 2 batches, 2 examples\n"

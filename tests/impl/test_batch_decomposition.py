@@ -24,6 +24,7 @@ from recon_impl import (
     shard_weights,
     weighted_shard_losses,
 )
+from tests.impl.test_zfree_reference_scale import guide_examples
 
 NAN, INF = math.nan, math.inf
 WEIGHT_FIELDS = {
@@ -225,3 +226,11 @@ def test_inputs_are_not_modified() -> None:
     weighted_shard_losses(l, b, mask, config(1.0, **ALL_WEIGHTS), weight=0.5)
     for tensor, original in zip((l, b, mask), before, strict=True):
         torch.testing.assert_close(tensor, original, rtol=0, atol=0, equal_nan=True)
+
+
+def test_guide_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    blocks = guide_examples("Data parallel and gradient accumulation")
+    assert blocks
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "docs/GUIDE.md", "exec"), namespace)

@@ -14,6 +14,7 @@ import math
 import re
 import weakref
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,6 +27,7 @@ from recon_impl import (
 )
 
 NAN, INF = math.nan, math.inf
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "GUIDE.md"
 
 
 def random_batches(seed: int, count: int = 7, dtype: torch.dtype = torch.float64):
@@ -253,3 +255,31 @@ def test_progress_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_silent_when_stderr_is_not_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     estimate_zfree_reference_scale([GOOD, GOOD, GOOD])
     assert capsys.readouterr() == ("", "")
+
+
+def guide_examples(title: str, *, under_torchrun: bool = False) -> list[str]:
+    """The Python blocks of one section of docs/GUIDE.md: those a single process runs, or
+    (``under_torchrun``) those launched by torchrun, which need the reader's own code."""
+    text = GUIDE.read_text(encoding="utf-8")
+    section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    return [b for b in blocks if b.startswith("# launched with torchrun") == under_torchrun]
+
+
+@pytest.mark.parametrize("section", ["Choosing weights", "Measuring the z-free reference scale c"])
+def test_guide_examples_run(section: str, capsys: pytest.CaptureFixture[str]) -> None:
+    blocks = guide_examples(section)
+    assert blocks
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, str(GUIDE), "exec"), namespace)
+
+
+@pytest.mark.parametrize(
+    "section", ["Measuring the z-free reference scale c", "Data parallel and gradient accumulation"]
+)
+def test_guide_torchrun_examples_compile(section: str) -> None:
+    blocks = guide_examples(section, under_torchrun=True)
+    assert blocks
+    for block in blocks:
+        compile(block, str(GUIDE), "exec")

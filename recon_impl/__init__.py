@@ -8,8 +8,17 @@ Where things are:
 * ``logits.py`` — ``token_nll_from_logits``
 * ``trainer_flags.py`` — the trainer's command-line flags
 * ``validation.py`` — the input checks (MATH.md, "Errors")
+* ``zfree_reference_scale.py`` — ``estimate_zfree_reference_scale``: c measured from data
+* ``batch_decomposition.py`` — kept-example weights for gradient accumulation and data
+  parallelism
+* ``distributed.py`` — the torch.distributed group and device the two above reduce over
 """
 
+from recon_impl.batch_decomposition import (
+    kept_example_count,
+    shard_weights,
+    weighted_shard_losses,
+)
 from recon_impl.config import DisentanglementLossConfig, ReconstructionLossConfig
 from recon_impl.logits import token_nll_from_logits
 from recon_impl.reconstruction import (
@@ -24,6 +33,7 @@ from recon_impl.trainer_flags import (
     add_reconstruction_loss_arguments,
     reconstruction_loss_config_from_args,
 )
+from recon_impl.zfree_reference_scale import estimate_zfree_reference_scale
 
 __all__ = [
     "DIAGNOSTIC_NAMES",
@@ -34,7 +44,11 @@ __all__ = [
     "ReconstructionLosses",
     "add_reconstruction_loss_arguments",
     "compute_total_loss",
+    "estimate_zfree_reference_scale",
+    "kept_example_count",
     "reconstruction_loss_config_from_args",
     "reconstruction_losses",
+    "shard_weights",
     "token_nll_from_logits",
+    "weighted_shard_losses",
 ]

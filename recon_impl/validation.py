@@ -101,3 +101,27 @@ def raise_for_invalid_values(
                 "example_inverse_surprisal_epsilon = 0 needs bbar_i > 0 for every kept example; "
                 f"example {row} has zfree_token_nll = 0 at all of its valid positions"
             )
+
+
+def raise_for_invalid_zfree_values(
+    zfree_token_nll: Tensor, mask: Tensor, *, where: str = ""
+) -> None:
+    """Scan ``zfree_token_nll`` alone: finite and >= 0 at every valid position.
+
+    ``where`` prefixes the message (``"batch 3: "``) for callers that stream many batches.
+    Returns silently when both rules hold.
+    """
+    bad = mask & ~torch.isfinite(zfree_token_nll)
+    if bool(bad.any()):
+        first = zfree_token_nll[bad][0].item()
+        raise ValueError(
+            f"{where}zfree_token_nll must be finite at every position where mask is True; "
+            f"found {first} {_first_position(bad)}"
+        )
+    negative = mask & (zfree_token_nll < 0)
+    if bool(negative.any()):
+        first = zfree_token_nll[negative][0].item()
+        raise ValueError(
+            f"{where}zfree_token_nll must be >= 0 at every position where mask is True; "
+            f"found {first} {_first_position(negative)}"
+        )

@@ -51,8 +51,9 @@ class Invariant:
     id: str
     group: str
     statement: str
-    #: the identity in ``spec.IDENTITIES`` or the MATH.md section that states it
-    spec_ref: str
+    #: where the spec states it: ids in ``spec.IDENTITIES`` (each proven in docs/SPEC.md)
+    #: or MATH.md sections (``MATH.md#section``)
+    spec_refs: tuple[str, ...]
     #: inputs, drawn from the domain the implementation is checked on
     strategy: Callable[[Domain], st.SearchStrategy[Any]]
     #: raises ``InvariantViolation`` (or any exception) when the property fails on an input

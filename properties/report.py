@@ -32,7 +32,7 @@ def failure_section(
     assert failure is not None
     rule = "=" * 100
     out.write(f"\n{rule}\nFAILED {invariant.id}: {invariant.statement}\n")
-    out.write(f"spec: {invariant.spec_ref}\n\n")
+    out.write(f"spec: {', '.join(invariant.spec_refs)} (docs/SPEC.md, docs/MATH.md)\n\n")
     out.write(failure.message.rstrip() + "\n")
     if failure.diagnosis:
         out.write("\nlikely cause:\n")

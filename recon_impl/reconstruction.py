@@ -186,7 +186,6 @@ def reconstruction_losses(
     def batch_mean(per_example: Tensor) -> Tensor:
         return torch.where(kept, per_example, 0.0).sum() / kept_examples
 
-
     raw = batch_mean(l_mean)
     distribution_normalized = raw / scale
     # a division, not a product with 1/(bbar+eps), which overflows for a tiny eps

@@ -85,7 +85,7 @@ INVARIANTS = (
         group="contract",
         statement="all eight names are 0-dim tensors on the inputs' device, in float32 or "
         "better (float32/float64 inputs keep their dtype); the total is differentiable",
-        spec_ref="MATH.md#contract-of-an-implementation",
+        spec_refs=("MATH.md#contract-of-an-implementation",),
         strategy=lambda domain: loss_cases(domain),
         check=check_outputs_contract,
         examples=(EDGE_CASES["half-precision"], EDGE_CASES["bfloat16-integer-mask"]),
@@ -95,7 +95,7 @@ INVARIANTS = (
         group="contract",
         statement="forward and backward leave token_nll, zfree_token_nll and mask unchanged, "
         "padding included",
-        spec_ref="MATH.md#contract-of-an-implementation",
+        spec_refs=("MATH.md#contract-of-an-implementation",),
         strategy=lambda domain: loss_cases(domain),
         check=check_inputs_unmodified,
         examples=(EDGE_CASES["nan-padding"],),
@@ -104,7 +104,7 @@ INVARIANTS = (
         id="deterministic",
         group="contract",
         statement="the same inputs give bitwise the same outputs and gradients",
-        spec_ref="MATH.md#contract-of-an-implementation",
+        spec_refs=("MATH.md#contract-of-an-implementation",),
         strategy=lambda domain: loss_cases(domain),
         check=check_deterministic,
     ),

@@ -54,7 +54,7 @@ INVARIANTS = (
         group="gradients",
         statement="the gradient of J with respect to l is the closed form of MATH.md "
         "(uniform 1/n_i part plus share part), 0 at padded positions",
-        spec_ref="gradient-closed-form",
+        spec_refs=("gradient-closed-form",),
         strategy=lambda domain: loss_cases(domain),
         check=check_gradient_closed_form,
         examples=(
@@ -68,7 +68,7 @@ INVARIANTS = (
         id="stop-gradient",
         group="gradients",
         statement="no output carries a gradient to zfree_token_nll",
-        spec_ref="MATH.md#gradients",
+        spec_refs=("MATH.md#gradients",),
         strategy=lambda domain: loss_cases(domain),
         check=check_stop_gradient,
         examples=(EDGE_CASES["nan-padding"],),

@@ -84,7 +84,13 @@ INVARIANTS = (
         group="identities",
         statement="alpha = 0: uniform shares even where b = 0, so R_tok = R_raw, R_cc = R_dist "
         "and kappa = 1",
-        spec_ref="alpha0-uniform-shares",
+        spec_refs=(
+            "alpha0-uniform-shares",
+            "alpha0-kappa-one",
+            "alpha0-tok-equals-raw",
+            "alpha0-cc-equals-dist",
+            "zero-to-the-zero",
+        ),
         strategy=lambda domain: loss_cases(domain, alpha=0.0),
         check=check_alpha_zero,
         examples=(EDGE_CASES["alpha0-zero-surprisal"],),
@@ -93,7 +99,7 @@ INVARIANTS = (
         id="alpha-one-linear",
         group="identities",
         statement="alpha = 1: the shares are b_t / sum_s b_s",
-        spec_ref="alpha1-linear-shares",
+        spec_refs=("alpha1-linear-shares",),
         strategy=lambda domain: loss_cases(domain, alpha=1.0),
         check=check_alpha_one,
     ),
@@ -102,7 +108,13 @@ INVARIANTS = (
         group="identities",
         statement="l = b and c = mean bbar give R_dist = R_cc = 1, R_ex = mean bbar/(bbar+eps) "
         "and R_tok = token_weighted_base_loss",
-        spec_ref="baseline-normalized-terms",
+        spec_refs=(
+            "baseline-dist-one",
+            "baseline-cc-one",
+            "baseline-ex",
+            "baseline-ex-one-at-eps0",
+            "baseline-tok-equals-base",
+        ),
         strategy=lambda domain: baseline_cases(domain),
         check=check_baseline,
     ),

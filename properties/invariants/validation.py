@@ -129,7 +129,7 @@ INVARIANTS = (
         group="validation",
         statement="NaN/inf or negative b at a valid position, no valid token, or eps = 0 with "
         "bbar_i = 0 raise ValueError naming the argument",
-        spec_ref="MATH.md#errors",
+        spec_refs=("MATH.md#errors",),
         strategy=lambda domain: bad_value_cases(domain),
         check=check_bad_values,
         opt_in=True,
@@ -139,7 +139,7 @@ INVARIANTS = (
         group="validation",
         statement="inputs that are not 2-D, differ in shape, or are not floating raise "
         "ValueError naming the argument",
-        spec_ref="MATH.md#errors",
+        spec_refs=("MATH.md#errors",),
         strategy=lambda domain: bad_tensor_cases(domain),
         check=check_bad_tensors,
         opt_in=True,

@@ -35,7 +35,10 @@ INVARIANTS = (
         group="values",
         statement="float64 and float32 inputs: the eight outputs equal the spec's oracle "
         "within the dtype's tolerance",
-        spec_ref="MATH.md#the-five-terms-the-two-diagnostics-and-the-total",
+        spec_refs=(
+            "MATH.md#the-five-terms-the-two-diagnostics-and-the-total",
+            "zero-base-uniform-fallback",
+        ),
         strategy=lambda domain: _cases(domain, domain.full_precision_dtypes),
         check=check_oracle_agreement,
         examples=tuple(
@@ -58,7 +61,7 @@ INVARIANTS = (
         group="values",
         statement="bfloat16 and float16 inputs are computed in float32: the outputs equal the "
         "oracle on the rounded inputs within float32's tolerance",
-        spec_ref="MATH.md#precision",
+        spec_refs=("MATH.md#precision",),
         strategy=lambda domain: _cases(domain, domain.low_precision_dtypes),
         check=check_oracle_agreement,
         examples=(EDGE_CASES["half-precision"], EDGE_CASES["bfloat16-integer-mask"]),
@@ -68,7 +71,7 @@ INVARIANTS = (
         group="values",
         statement="losses a language model makes (cross-entropy of logits, ignore_index "
         "padding) give the oracle's outputs",
-        spec_ref="MATH.md#the-five-terms-the-two-diagnostics-and-the-total",
+        spec_refs=("MATH.md#the-five-terms-the-two-diagnostics-and-the-total",),
         strategy=lambda domain: logits_cases(domain),
         check=check_oracle_agreement,
     ),

@@ -33,6 +33,8 @@ MISTAKES: dict[str, str] = {
     "token-term-detached": "l is detached in the token-weighted sum: right value, no gradient",
     "unnormalized-shares": "the token weights are b^alpha without dividing by their sum",
     "kappa-ratio-of-means": "kappa is mean(btok) / mean(bbar) over the batch",
+    "shares-from-token-nll": "the shares are built from l (detached) instead of b",
+    "nondeterministic-order": "per-example sums run in a random order, as GPU atomics do",
 }
 
 
@@ -73,12 +75,18 @@ def textbook_losses(
     n_safe = n.clamp(min=1).to(dtype)
     if mistake == "padding-counted":
         n_safe = torch.full_like(n_safe, mask.shape[1])
-    lbar = l.sum(1) / n_safe
+    if mistake == "nondeterministic-order":
+        order = torch.randperm(mask.shape[1])
+        lbar = l[:, order].sum(1) / n_safe
+    else:
+        lbar = l.sum(1) / n_safe
     bbar = b.sum(1) / n_safe
 
     # shares pi_it = b_it^alpha / sum_s b_is^alpha over valid positions
     share_mask = torch.ones_like(mask) if mistake == "shares-over-padding" else mask
     exponent = 1.0 if mistake == "alpha-ignored" else alpha
+    if mistake == "shares-from-token-nll":
+        b_for_shares, b = b, l.detach()
     if mistake == "exp-log-shares":
         numerator = torch.where(share_mask, torch.exp(exponent * torch.log(b)), 0.0)
     elif mistake == "no-max-subtraction":
@@ -97,6 +105,8 @@ def textbook_losses(
     else:
         denominator = torch.where(kept, numerator.sum(1), 1.0)
     pi = numerator / denominator[:, None]
+    if mistake == "shares-from-token-nll":
+        b = b_for_shares
     l_for_tokens = l.detach() if mistake == "token-term-detached" else l
     ltok = (pi * l_for_tokens).sum(1)
     btok = (pi * b).sum(1)

@@ -1,0 +1,76 @@
+"""The invariant catalog: ids, statements and pointers into the spec."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import spec
+from properties.invariant import GROUPS
+from properties.invariants import INVARIANTS, by_id, select
+
+MATH = (Path(__file__).parents[2] / "docs" / "MATH.md").read_text()
+
+
+def _anchor(heading: str) -> str:
+    return re.sub(r"[^a-z0-9 -]", "", heading.lower()).strip().replace(" ", "-")
+
+
+MATH_ANCHORS = {_anchor(h) for h in re.findall(r"^#+ (.+)$", MATH, flags=re.MULTILINE)}
+IDENTITY_IDS = {identity.id for identity in spec.IDENTITIES}
+
+
+def test_ids_are_unique_and_stable_looking() -> None:
+    ids = [i.id for i in INVARIANTS]
+    assert len(ids) == len(set(ids))
+    for invariant_id in ids:
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", invariant_id), invariant_id
+
+
+@pytest.mark.parametrize("invariant", INVARIANTS, ids=lambda i: i.id)
+def test_every_invariant_points_at_its_statement_in_the_spec(invariant) -> None:
+    assert invariant.group in GROUPS
+    assert "\n" not in invariant.statement and len(invariant.statement) < 160
+    assert invariant.spec_refs
+    for ref in invariant.spec_refs:
+        if ref.startswith("MATH.md#"):
+            assert ref.removeprefix("MATH.md#") in MATH_ANCHORS, ref
+        else:
+            assert ref in IDENTITY_IDS, f"{ref} is not an identity of spec.IDENTITIES"
+
+
+def test_selection_by_id_group_and_opt_in() -> None:
+    default = select()
+    assert all(not i.opt_in for i in default)
+    assert {i.group for i in default} == set(GROUPS) - {"validation"}
+    assert [i.id for i in select(["kappa-bounds"])] == ["kappa-bounds"]
+    assert {i.group for i in select(["validation"])} == {"validation"}
+    assert len(select(include_opt_in=True)) == len(INVARIANTS)
+    with pytest.raises(KeyError, match="no invariant 'nope'"):
+        by_id("nope")
+
+
+def test_every_math_identity_is_checked_against_implementations() -> None:
+    # Identities about implementations (not only about the algebra) each have an invariant.
+    referenced = {ref for i in INVARIANTS for ref in i.spec_refs}
+    for identity in (
+        "alpha0-uniform-shares",
+        "alpha1-linear-shares",
+        "baseline-dist-one",
+        "baseline-cc-one",
+        "baseline-ex",
+        "linearity-in-l",
+        "linearity-in-weights",
+        "b-scale-invariance",
+        "token-permutation-invariance",
+        "example-permutation-invariance",
+        "padding-invariance",
+        "batch-decomposition",
+        "gradient-closed-form",
+        "kappa-at-least-one",
+        "kappa-monotone-in-alpha",
+        "alpha-infinity-concentration",
+    ):
+        assert identity in referenced, identity

@@ -1,0 +1,114 @@
+"""The suite tests itself: it rejects every wrong implementation of the zoo, each
+invariant rejects a known witness on its own, and correct-but-different implementations
+(and the bundled one) pass everything."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import Phase, settings
+
+from properties.invariants import by_id, select
+from properties.profiles import profile_settings
+from properties.runner import run_invariant
+from properties.strategies import Domain
+from properties.zoo import correct, wrong
+
+#: enough examples to find a wrong implementation; no shrinking, which only matters to
+#: the person reading the report
+REJECT = settings(profile_settings("ci"), max_examples=40, phases=[Phase.explicit, Phase.generate])
+ACCEPT = settings(profile_settings("ci"), max_examples=25)
+
+#: for each invariant, a wrong implementation that it rejects on its own
+WITNESSES = {
+    "outputs-contract": "float64_outputs",
+    "inputs-unmodified": "mutates_input",
+    "deterministic": "nondeterministic_order",
+    "oracle-agreement": "global_token_mean",
+    "oracle-agreement-low-precision": "low_precision_compute",
+    "oracle-agreement-logits": "alpha_ignored",
+    "alpha-zero-uniform": "exp_log_shares",
+    "alpha-one-linear": "shares_over_padding",
+    "zfree-baseline": "epsilon_as_floor",
+    "linear-in-token-nll": "shares_from_token_nll",
+    "linear-in-weights": "total_missing_cc",
+    "zfree-scale-invariance": "kappa_from_token_nll",
+    "batch-decomposition": "global_token_mean",
+    "padding-ignored": "mask_multiplication",
+    "padding-extension": "padding_counted",
+    "token-permutation": "kappa_from_token_nll",
+    "example-permutation": "kappa_ratio_of_means",
+    "gradient-closed-form": "token_term_detached",
+    "stop-gradient": "zfree_not_detached",
+    "finite-at-extremes": "no_max_subtraction",
+    "huge-alpha-concentration": "alpha_ignored",
+    "kappa-bounds": "kappa_ratio_of_means",
+    "kappa-monotone-in-alpha": "kappa_from_token_nll",
+}
+
+
+def first_failure(implementation, name: str, invariants) -> str | None:
+    for invariant in invariants:
+        result = run_invariant(invariant, implementation, target=name, settings=REJECT)
+        if result.status == "failed":
+            return invariant.id
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(wrong.WRONG_IMPLEMENTATIONS))
+def test_every_wrong_implementation_is_rejected(name: str) -> None:
+    caught_by = first_failure(getattr(wrong, name), f"properties.zoo.wrong:{name}", select())
+    assert caught_by is not None, (
+        f"no invariant rejects {name}: {wrong.WRONG_IMPLEMENTATIONS[name]}"
+    )
+
+
+def test_every_default_invariant_has_a_witness() -> None:
+    assert set(WITNESSES) == {i.id for i in select()}
+
+
+@pytest.mark.parametrize(("invariant_id", "name"), sorted(WITNESSES.items()))
+def test_each_invariant_rejects_its_witness_on_its_own(invariant_id: str, name: str) -> None:
+    assert first_failure(getattr(wrong, name), name, [by_id(invariant_id)]) == invariant_id
+
+
+def test_validation_invariants_reject_an_implementation_without_validation() -> None:
+    for invariant_id in ("rejects-bad-values", "rejects-bad-tensors"):
+        invariant = by_id(invariant_id)
+        result = run_invariant(invariant, correct.textbook_losses, target="t", settings=REJECT)
+        assert result.status == "failed", invariant_id
+
+
+CORRECT = [
+    ("python_loop_losses", Domain()),
+    ("textbook_losses", Domain()),
+    ("naive_float64_losses", Domain(max_alpha=correct.NAIVE_MAX_ALPHA)),
+]
+
+
+@pytest.mark.parametrize(("name", "domain"), CORRECT, ids=[name for name, _ in CORRECT])
+def test_correct_but_different_implementations_are_accepted(name: str, domain: Domain) -> None:
+    failures = []
+    for invariant in select():
+        result = run_invariant(
+            invariant,
+            getattr(correct, name),
+            target=f"properties.zoo.correct:{name}",
+            settings=ACCEPT,
+            domain=domain,
+        )
+        if result.status == "failed":
+            failures.append(f"{invariant.id}: {result.failure.message}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("invariant", select(include_opt_in=True), ids=lambda i: i.id)
+def test_the_bundled_implementation_conforms(invariant) -> None:
+    from recon_impl import reconstruction_losses
+
+    result = run_invariant(
+        invariant,
+        reconstruction_losses,
+        target="recon_impl:reconstruction_losses",
+        settings=profile_settings("ci"),
+    )
+    assert result.status != "failed", result.failure.message if result.failure else ""

@@ -1,0 +1,148 @@
+"""The strategies: valid inputs, edge values reachable on purpose, small shrunk examples."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+from hypothesis import HealthCheck, find, given, settings
+
+import spec
+from properties.cases import LossCase, round_to
+from properties.strategies import (
+    MIN_POSITIVE_EPSILON,
+    MIN_POSITIVE_LOSS,
+    Domain,
+    baseline_cases,
+    logits_cases,
+    loss_cases,
+    mean_zfree_loss,
+)
+
+FIND = settings(max_examples=2000, database=None, suppress_health_check=list(HealthCheck))
+SOME = settings(max_examples=60, deadline=None, database=None, derandomize=True)
+
+
+def valid_values(case: LossCase, rows) -> list[float]:
+    return [
+        v
+        for row, m in zip(rows, case.mask, strict=True)
+        for v, ok in zip(row, m, strict=True)
+        if ok
+    ]
+
+
+@SOME
+@given(loss_cases())
+def test_cases_are_valid_inputs_the_oracle_accepts(case: LossCase) -> None:
+    spec.evaluate(case.token_nll, case.zfree_token_nll, case.mask, case.config)
+    for value in valid_values(case, case.token_nll) + valid_values(case, case.zfree_token_nll):
+        assert value == round_to(case.dtype, value)  # exactly representable
+        assert value == 0 or MIN_POSITIVE_LOSS <= value <= 1e4
+    eps = case.config.example_inverse_surprisal_epsilon
+    assert eps == 0 or eps >= MIN_POSITIVE_EPSILON
+    tensors = case.tensors()
+    assert tensors[0].dtype == case.dtype and tensors[2].shape == tensors[0].shape
+
+
+@SOME
+@given(baseline_cases())
+def test_baseline_cases_are_the_zfree_baseline(case: LossCase) -> None:
+    assert valid_values(case, case.token_nll) == valid_values(case, case.zfree_token_nll)
+    assert case.config.zfree_reference_scale == mean_zfree_loss(case) > 0
+
+
+@SOME
+@given(logits_cases())
+def test_logits_cases_hold_cross_entropies(case: LossCase) -> None:
+    values = valid_values(case, case.token_nll) + valid_values(case, case.zfree_token_nll)
+    assert all(0 <= v < 200 for v in values)
+
+
+def _rows_with(case: LossCase, predicate) -> bool:
+    return any(
+        predicate([v for v, ok in zip(r, m, strict=True) if ok], m)
+        for r, m in zip(case.zfree_token_nll, case.mask, strict=True)
+    )
+
+
+EDGES = {
+    "an empty row": lambda c: any(not any(m) for m in c.mask),
+    "a single-token row": lambda c: any(sum(m) == 1 for m in c.mask),
+    "a fully valid row of length > 1": lambda c: any(all(m) and len(m) > 1 for m in c.mask),
+    "a hole in a row (left padding or gaps)": lambda c: any(
+        any(not a and b for a, b in itertools.pairwise(m)) for m in c.mask
+    ),
+    "an all-zero b row": lambda c: _rows_with(c, lambda v, m: v and all(x == 0 for x in v)),
+    "a zero b next to a positive one": lambda c: _rows_with(c, lambda v, m: 0 in v and max(v) > 0),
+    "ties in b": lambda c: _rows_with(c, lambda v, m: len(v) > len(set(v)) > 1),
+    "a tiny b": lambda c: _rows_with(c, lambda v, m: any(0 < x < 1e-20 for x in v)),
+    "the largest loss": lambda c: _rows_with(c, lambda v, m: 1e4 in v),
+    "NaN padding": lambda c: any(math.isnan(v) for r in c.token_nll for v in r),
+    "inf padding": lambda c: any(math.isinf(v) for r in c.zfree_token_nll for v in r),
+    "alpha = 0": lambda c: c.config.token_weight_alpha == 0,
+    "alpha = 1": lambda c: c.config.token_weight_alpha == 1,
+    "alpha >= 100": lambda c: c.config.token_weight_alpha >= 100,
+    "epsilon = 0": lambda c: c.config.example_inverse_surprisal_epsilon == 0,
+    "epsilon larger than every loss": lambda c: c.config.example_inverse_surprisal_epsilon > 1e4,
+    "c <= 0.01": lambda c: c.config.zfree_reference_scale <= 0.01,
+    "c >= 100": lambda c: c.config.zfree_reference_scale >= 100,
+    "a zero weight": lambda c: c.config.token_weighted_weight == 0,
+    "all weights non-zero": lambda c: all(
+        getattr(c.config, f) > 0
+        for f in ("raw_weight", "distribution_normalized_weight", "token_weighted_weight")
+    ),
+    "bfloat16": lambda c: c.dtype == torch.bfloat16,
+    "float16": lambda c: c.dtype == torch.float16,
+    "an integer mask": lambda c: c.mask_dtype != torch.bool,
+}
+
+
+@pytest.fixture(scope="module")
+def drawn_cases() -> list[LossCase]:
+    cases: list[LossCase] = []
+
+    @settings(max_examples=400, deadline=None, database=None, derandomize=True)
+    @given(loss_cases())
+    def collect(case: LossCase) -> None:
+        cases.append(case)
+
+    collect()
+    return cases
+
+
+@pytest.mark.parametrize("edge", list(EDGES))
+def test_edge_values_are_drawn_on_purpose(edge: str, drawn_cases: list[LossCase]) -> None:
+    # "on purpose": in at least 1 case of 100, not once in a blue moon
+    hits = sum(1 for case in drawn_cases if EDGES[edge](case))
+    assert hits >= len(drawn_cases) / 100, f"{edge}: {hits} of {len(drawn_cases)}"
+
+
+def test_shrinks_to_a_small_readable_case() -> None:
+    smallest = find(loss_cases(), lambda c: True, settings=FIND)
+    assert smallest.shape == (1, 1)
+    assert smallest.token_nll == ((1.0,),) and smallest.zfree_token_nll == ((1.0,),)
+    assert smallest.dtype == torch.float64 and smallest.mask_dtype == torch.bool
+    # A failure that needs two examples and alpha = 0 shrinks to exactly that.
+    found = find(
+        loss_cases(),
+        lambda c: c.shape[0] >= 2 and c.config.token_weight_alpha == 0,
+        settings=FIND,
+    )
+    assert found.shape == (2, 1)
+    assert "LossCase(token_nll=[[1.0], [1.0]]" in repr(found)
+
+
+def test_domain_narrows_what_is_drawn() -> None:
+    domain = Domain(max_alpha=3.0, max_loss=10.0, dtypes=(torch.float32,), max_batch=2)
+    case = find(
+        loss_cases(domain),
+        lambda c: c.config.token_weight_alpha > 2.5 and c.shape[0] == 2,
+        settings=FIND,
+    )
+    assert case.dtype == torch.float32 and case.config.token_weight_alpha <= 3.0
+    assert all(v <= 10.0 for v in valid_values(case, case.token_nll))
+    assert domain.admits(case)
+    assert not domain.admits(case.with_config(token_weight_alpha=4.0))

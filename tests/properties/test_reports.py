@@ -1,0 +1,81 @@
+"""Failure reports: the reproduction runs on its own, the known-variant diagnosis names the
+mistake, and the runner records what it tried."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from hypothesis import settings
+
+from properties.diagnosis import diagnose
+from properties.invariants import by_id
+from properties.invariants.edge_cases import EDGE_CASES
+from properties.oracle import expected
+from properties.profiles import profile_settings
+from properties.runner import run_invariant
+from properties.tolerances import output_tolerance
+from properties.zoo import wrong
+
+ROOT = Path(__file__).parents[2]
+QUICK = settings(profile_settings("ci"), max_examples=30)
+
+
+def run(invariant_id: str, implementation, target: str):
+    return run_invariant(by_id(invariant_id), implementation, target=target, settings=QUICK)
+
+
+def test_reproduction_is_a_standalone_script(tmp_path: Path) -> None:
+    result = run(
+        "oracle-agreement",
+        wrong.global_token_mean,
+        "properties.zoo.wrong:global_token_mean",
+    )
+    assert result.status == "failed"
+    script = tmp_path / "repro.py"
+    script.write_text(result.failure.reproduction)
+    source = script.read_text()
+    assert "hypothesis" not in source and "torch.tensor(" in source
+    completed = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "'reconstruction_loss':" in completed.stdout
+    # the spec's expectation travels with the script
+    assert "# What the spec expects:" in source and "reconstruction_loss" in source
+
+
+def test_failure_names_the_known_variant() -> None:
+    result = run("oracle-agreement", wrong.global_token_mean, "g:h")
+    assert any("global-token-mean" in finding for finding in result.failure.diagnosis)
+    result = run("oracle-agreement", wrong.epsilon_as_floor, "g:h")
+    assert any("epsilon-as-floor" in finding for finding in result.failure.diagnosis)
+
+
+def test_failure_report_has_the_shrunk_input_and_the_expected_values() -> None:
+    result = run("alpha-zero-uniform", wrong.exp_log_shares, "g:h")
+    failure = result.failure
+    assert failure.minimal_input.startswith("LossCase(")
+    assert "expected" in failure.message and "observed" in failure.message
+    assert result.examples >= 1
+
+
+def test_diagnosis_stays_silent_for_a_correct_output() -> None:
+    case = EDGE_CASES["empty-row"]
+    reference = expected(case).values
+    tolerance = output_tolerance(case.dtype, length=2, alpha=1.0)
+    assert diagnose(case, dict(reference), reference, tolerance) == []
+
+
+def test_diagnosis_finds_a_total_that_misses_a_term() -> None:
+    case = EDGE_CASES["empty-row"]
+    reference = dict(expected(case).values)
+    observed = dict(reference)
+    cc = "normalized_concentration_corrected_token_weighted_reconstruction_loss"
+    observed["total_reconstruction_loss"] -= (
+        case.config.normalized_concentration_corrected_token_weighted_weight * reference[cc]
+    )
+    tolerance = output_tolerance(case.dtype, length=2, alpha=1.0)
+    findings = diagnose(case, observed, reference, tolerance)
+    assert any(f"without the {cc} term" in f for f in findings)

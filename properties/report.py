@@ -38,7 +38,15 @@ def failure_section(
         out.write("\nlikely cause:\n")
         for finding in failure.diagnosis:
             out.write(f"  - {finding}\n")
-    out.write(f"\nminimal input (shrunk by hypothesis):\n  {failure.minimal_input}\n")
+    if failure.edge_case:
+        out.write(
+            f"\nthe edge case {failure.edge_case!r} (properties/invariants/edge_cases.py) fails"
+        )
+        out.write("; so does a random input:\n" if failure.shrunk else ":\n")
+    if failure.shrunk:
+        out.write(f"\nminimal input (shrunk by hypothesis):\n  {failure.minimal_input}\n")
+    else:
+        out.write(f"  {failure.minimal_input}\n")
     if failure.traceback:
         out.write("\ntraceback:\n" + failure.traceback)
     out.write("\nreproduce without hypothesis (copy into a file and run it):\n")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
-
 from properties.cases import DTYPE_NAMES, format_config, format_rows
 from properties.target import Call
 
@@ -73,6 +71,5 @@ def render(target: str, invariant_id: str, statement: str, calls: list[Call], me
     for index, call in enumerate(calls, start=1):
         lines += [*render_call(index, call), ""]
     lines.append("# What the spec expects:")
-    for line in message.splitlines():
-        lines += ["# " + part for part in textwrap.wrap(line, 96, drop_whitespace=False) or [""]]
+    lines += [f"# {line}".rstrip() for line in message.splitlines()]
     return "\n".join(lines)

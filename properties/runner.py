@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 import traceback
 import zlib
@@ -31,6 +32,10 @@ class Failure:
     reproduction: str
     diagnosis: list[str] = field(default_factory=list)
     traceback: str = ""
+    #: the named edge case (``properties/invariants/edge_cases.py``) that failed, if one did
+    edge_case: str | None = None
+    #: whether ``minimal_input`` is hypothesis's shrunk random input (else the edge case)
+    shrunk: bool = True
 
 
 @dataclass
@@ -40,18 +45,19 @@ class InvariantResult:
     examples: int
     seconds: float
     failure: Failure | None = None
-    #: the seed the run used (None: hypothesis chose one at random)
+    #: the seed the run used: ``--seed`` with it reruns the same examples
     seed: int | None = None
 
 
-def invariant_seed(invariant: Invariant, seed: int | None, settings: hypothesis.settings):
-    """The seed to run with: the user's (mixed with the invariant id, so invariants do not
-    all draw alike), or a fixed one per invariant when the profile is derandomized."""
+def invariant_seed(invariant: Invariant, seed: int | None, settings: hypothesis.settings) -> int:
+    """The seed to run with: the user's; else a fixed one per invariant when the profile is
+    derandomized; else a fresh random one. Either way it is reported, so that
+    ``--seed`` reruns exactly the same examples."""
     if seed is not None:
-        return (zlib.crc32(invariant.id.encode()) ^ seed) & 0xFFFFFFFF
+        return seed
     if settings.derandomize:
         return zlib.crc32(invariant.id.encode())
-    return None
+    return random.getrandbits(32)
 
 
 def _diagnose_calls(probe: Probe) -> list[str]:
@@ -73,6 +79,13 @@ def _diagnose_calls(probe: Probe) -> list[str]:
     return findings
 
 
+def _edge_case_name(drawn: Any) -> str | None:
+    from properties.invariants.edge_cases import EDGE_CASES
+
+    case = drawn[0] if isinstance(drawn, tuple) else drawn
+    return next((name for name, edge in EDGE_CASES.items() if edge is case), None)
+
+
 def run_invariant(
     invariant: Invariant,
     implementation: Implementation,
@@ -82,50 +95,62 @@ def run_invariant(
     domain: Domain = DEFAULT_DOMAIN,
     seed: int | None = None,
 ) -> InvariantResult:
-    """Check one invariant; on failure, report hypothesis's shrunk counterexample."""
+    """Check one invariant; on failure, report hypothesis's shrunk counterexample.
+
+    The invariant's edge cases run first. When one of them fails, the random search runs
+    too, so that the report can show a minimal counterexample beside the named edge case.
+    """
     if not invariant.applies(domain):
         return InvariantResult(invariant.id, "not applicable", 0, 0.0)
-    last: dict[str, Any] = {}
+    used_seed = invariant_seed(invariant, seed, settings)
+    examples = [
+        edge
+        for edge in invariant.examples
+        if not isinstance(edge[0] if isinstance(edge, tuple) else edge, LossCase)
+        or domain.admits(edge[0] if isinstance(edge, tuple) else edge)
+    ]
     count = 0
 
-    def check_one(drawn: Any) -> None:
-        nonlocal count
-        count += 1
-        probe = Probe(implementation)
-        last["probe"], last["drawn"] = probe, drawn
-        invariant.check(probe, drawn)
+    def attempt(with_examples: bool) -> tuple[BaseException | None, dict[str, Any]]:
+        last: dict[str, Any] = {}
 
-    # Distinct database keys (and derandomized seeds) per invariant and target.
-    digest = f"{invariant.id}|{target}".encode()
-    check_one._hypothesis_internal_add_digest = digest  # type: ignore[attr-defined]
-    test = given(invariant.inputs(domain))(check_one)
-    for edge in reversed(invariant.examples):
-        case = edge[0] if isinstance(edge, tuple) else edge
-        if not isinstance(case, LossCase) or domain.admits(case):
+        def check_one(drawn: Any) -> None:
+            nonlocal count
+            count += 1
+            probe = Probe(implementation)
+            last["probe"], last["drawn"] = probe, drawn
+            invariant.check(probe, drawn)
+
+        # Distinct database keys per invariant and target.
+        digest = f"{invariant.id}|{target}".encode()
+        check_one._hypothesis_internal_add_digest = digest  # type: ignore[attr-defined]
+        test = given(invariant.inputs(domain))(check_one)
+        for edge in reversed(examples if with_examples else []):
             test = example(edge)(test)
-    test = hypothesis.settings(settings)(test)
-    used_seed = invariant_seed(invariant, seed, settings)
-    if used_seed is not None:
-        test = hypothesis.seed(used_seed)(test)
+        test = hypothesis.seed(used_seed)(hypothesis.settings(settings)(test))
+        try:
+            test()
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:
+            return error, last
+        return None, last
 
     start = time.perf_counter()
-    try:
-        test()
-    except BaseException as error:
-        if isinstance(error, KeyboardInterrupt):
-            raise
+    error, last = attempt(with_examples=True)
+    if error is None:
         seconds = time.perf_counter() - start
-        return InvariantResult(
-            invariant.id,
-            "failed",
-            count,
-            seconds,
-            _failure(invariant, target, error, last),
-            used_seed,
-        )
-    return InvariantResult(
-        invariant.id, "passed", count, time.perf_counter() - start, None, used_seed
-    )
+        return InvariantResult(invariant.id, "passed", count, seconds, None, used_seed)
+    edge_case = _edge_case_name(last.get("drawn"))
+    shrunk = edge_case is None
+    if edge_case is not None:
+        random_error, random_last = attempt(with_examples=False)
+        if random_error is not None:
+            error, last, shrunk = random_error, random_last, True
+    failure = _failure(invariant, target, error, last)
+    failure.edge_case, failure.shrunk = edge_case, shrunk
+    seconds = time.perf_counter() - start
+    return InvariantResult(invariant.id, "failed", count, seconds, failure, used_seed)
 
 
 def _failure(invariant: Invariant, target: str, error: BaseException, last: dict) -> Failure:

@@ -46,8 +46,14 @@ def load_target(spec: str | None = None) -> tuple[str, Implementation]:
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise TargetLoadError(f"target must look like MODULE:CALLABLE, got {spec!r}")
+    # Modules beside the user (and beside a target file) import as they would in a script
+    # run from there; a console script's sys.path holds neither.
+    is_file = module_name.endswith(".py") or os.sep in module_name
+    for folder in (Path.cwd(), Path(module_name).resolve().parent if is_file else None):
+        if folder is not None and str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
     try:
-        if module_name.endswith(".py") or os.sep in module_name:
+        if is_file:
             path = Path(module_name).resolve()
             loader_spec = importlib.util.spec_from_file_location(path.stem, path)
             if loader_spec is None or loader_spec.loader is None or not path.exists():

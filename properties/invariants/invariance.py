@@ -108,12 +108,10 @@ def token_permutations(draw: st.DrawFn, domain: Domain):
     return case, orders
 
 
-def check_token_permutation(probe: Probe, drawn) -> None:
-    case, orders = drawn
-
-    def permute(rows):
-        return tuple(tuple(row[j] for j in order) for row, order in zip(rows, orders, strict=True))
-
+def _assert_rearranging_changes_nothing(
+    probe: Probe, case: LossCase, permute, permute_gradient, what: str
+) -> None:
+    """Outputs unchanged, and the gradient moved along with its entries."""
     permuted = case.with_rows(
         permute(case.token_nll), permute(case.zfree_token_nll), permute(case.mask)
     )
@@ -121,19 +119,25 @@ def check_token_permutation(probe: Probe, drawn) -> None:
     f, grad, _ = probe.gradients(case)
     g, grad_permuted, _ = probe.gradients(permuted)
     tol = tolerance(case)
-    assert_values_close(
-        g,
-        f,
-        tol,
-        names=ALL_NAMES,
-        what=f"permuting positions within each example (orders {orders}) must change nothing",
-    )
-    index = torch.tensor(orders, dtype=torch.long)
+    assert_values_close(g, f, tol, names=ALL_NAMES, what=f"{what} must change nothing")
     assert_tensor_close(
         grad_permuted,
-        grad.gather(1, index),
+        permute_gradient(grad),
         tol,
-        what=f"the gradient must follow its token when positions are permuted ({orders})",
+        what=f"the gradient must move with its entries under {what}",
+    )
+
+
+def check_token_permutation(probe: Probe, drawn) -> None:
+    case, orders = drawn
+    _assert_rearranging_changes_nothing(
+        probe,
+        case,
+        lambda rows: tuple(
+            tuple(row[j] for j in order) for row, order in zip(rows, orders, strict=True)
+        ),
+        lambda grad: grad.gather(1, torch.tensor(orders, dtype=torch.long)),
+        f"permuting positions within each example (orders {orders})",
     )
 
 
@@ -145,29 +149,12 @@ def example_permutations(draw: st.DrawFn, domain: Domain):
 
 def check_example_permutation(probe: Probe, drawn) -> None:
     case, order = drawn
-
-    def permute(rows):
-        return tuple(rows[i] for i in order)
-
-    permuted = case.with_rows(
-        permute(case.token_nll), permute(case.zfree_token_nll), permute(case.mask)
-    )
-    assume_gradient_representable(case)
-    f, grad, _ = probe.gradients(case)
-    g, grad_permuted, _ = probe.gradients(permuted)
-    tol = tolerance(case)
-    assert_values_close(
-        g,
-        f,
-        tol,
-        names=ALL_NAMES,
-        what=f"permuting the examples (order {order}) must change nothing",
-    )
-    assert_tensor_close(
-        grad_permuted,
-        grad[list(order)],
-        tol,
-        what=f"the gradient must follow its example when examples are permuted ({order})",
+    _assert_rearranging_changes_nothing(
+        probe,
+        case,
+        lambda rows: tuple(rows[i] for i in order),
+        lambda grad: grad[list(order)],
+        f"permuting the examples (order {order})",
     )
 
 

@@ -30,6 +30,20 @@ def _result_dtype(*tensors: Tensor) -> torch.dtype:
     return dtype if torch.finfo(dtype).bits >= 32 else torch.float32
 
 
+def weighted_total(terms: dict, config):
+    """J = w_raw R_raw + w_dist R_dist + w_ex R_ex + w_tok R_tok + w_cc R_cc."""
+    return (
+        config.raw_weight * terms["reconstruction_loss"]
+        + config.distribution_normalized_weight
+        * terms["distribution_normalized_reconstruction_loss"]
+        + config.example_inverse_surprisal_weight
+        * terms["example_inverse_surprisal_weighted_reconstruction_loss"]
+        + config.token_weighted_weight * terms["token_weighted_reconstruction_loss"]
+        + config.normalized_concentration_corrected_token_weighted_weight
+        * terms["normalized_concentration_corrected_token_weighted_reconstruction_loss"]
+    )
+
+
 def python_loop_losses(token_nll: Tensor, zfree_token_nll: Tensor, mask: Tensor, config):
     dtype = _result_dtype(token_nll, zfree_token_nll)
     alpha = config.token_weight_alpha
@@ -73,16 +87,7 @@ def python_loop_losses(token_nll: Tensor, zfree_token_nll: Tensor, mask: Tensor,
             sum(cc) / kept / c
         ),
     }
-    values["total_reconstruction_loss"] = (
-        config.raw_weight * values["reconstruction_loss"]
-        + config.distribution_normalized_weight
-        * values["distribution_normalized_reconstruction_loss"]
-        + config.example_inverse_surprisal_weight
-        * values["example_inverse_surprisal_weighted_reconstruction_loss"]
-        + config.token_weighted_weight * values["token_weighted_reconstruction_loss"]
-        + config.normalized_concentration_corrected_token_weighted_weight
-        * values["normalized_concentration_corrected_token_weighted_reconstruction_loss"]
-    )
+    values["total_reconstruction_loss"] = weighted_total(values, config)
     values["token_weighted_base_loss"] = torch.tensor(btok_sum / kept, dtype=dtype)
     values["token_concentration_factor"] = torch.tensor(kappa_sum / kept, dtype=dtype)
     return values
@@ -119,14 +124,5 @@ def naive_float64_losses(token_nll: Tensor, zfree_token_nll: Tensor, mask: Tenso
         "token_weighted_base_loss": btok.mean(),
         "token_concentration_factor": kappa.mean(),
     }
-    terms["total_reconstruction_loss"] = (
-        config.raw_weight * terms["reconstruction_loss"]
-        + config.distribution_normalized_weight
-        * terms["distribution_normalized_reconstruction_loss"]
-        + config.example_inverse_surprisal_weight
-        * terms["example_inverse_surprisal_weighted_reconstruction_loss"]
-        + config.token_weighted_weight * terms["token_weighted_reconstruction_loss"]
-        + config.normalized_concentration_corrected_token_weighted_weight
-        * terms["normalized_concentration_corrected_token_weighted_reconstruction_loss"]
-    )
+    terms["total_reconstruction_loss"] = weighted_total(terms, config)
     return {name: value.to(dtype) for name, value in terms.items()}

@@ -1,0 +1,357 @@
+r"""The eager fast path of the reconstruction stack: a few passes over the data, one graph node.
+
+All eight outputs come out of one ``torch.autograd.Function``. Its forward reads
+``token_nll``, ``zfree_token_nll`` and the mask once each, clearing padded positions, and
+reduces them to a ``[7, B]`` table of per-example sums (count, b, l, and for ``alpha > 0``
+the share numerators p and the products p*b and p*l; then the row minimum of b when
+validating). Everything after that is arithmetic on ``[B]`` vectors, done in numpy for CPU
+tensors (where torch's per-call cost would dominate) and in torch elsewhere. The backward
+writes the gradient in one pass over the data, using that every term is linear in
+:math:`l` for fixed :math:`b`:
+
+.. math::
+
+    \frac{\partial}{\partial l_{it}} \sum_k a_k R_k = m_{it}\,u_i + p_{it}\,v_i,
+
+where :math:`a_k` is the upstream gradient of term :math:`k` (plus :math:`w_k` times that of
+the total), :math:`m` the mask, :math:`p` the share numerators (0 at padded positions) and
+:math:`u_i, v_i` per-example coefficients. Each of the five terms keeps its own gradient;
+the two diagnostics carry none, and nothing flows to ``zfree_token_nll``. The coefficients
+depend on :math:`b`, the weights and the upstream gradients, never on :math:`l`: on valid
+inputs they are finite, so the gradient is exactly 0 at padded positions.
+
+Padded positions are cleared with :func:`zero_padded`, the integer view of the tensor times
+the 0/1 mask: ``torch.where(mask, x, 0)`` bit for bit (NaN and inf included) with no
+floating-point multiplication by the mask, and several times cheaper than ``torch.where``
+on CPUs, where that is not vectorised.
+
+Shares: for ``alpha == 0`` they are uniform and never materialised. For ``alpha == 1`` the
+share numerator is :math:`b/\sum_s b_s` (no power, no max pass; the row sum lies between
+:math:`b_\max` and :math:`T\,b_\max`, so nothing overflows or underflows). Otherwise it is
+:math:`(b/b_\max)^\alpha`, the log-space softmax of MATH.md with the maximum taken out,
+finite for any finite :math:`\alpha \ge 0`. A row whose valid :math:`b` are all 0 gets
+uniform shares, and :math:`\kappa_i = 1` where :math:`\bar b_i = 0`.
+
+Validation reads the table, with one host sync (none at all for CPU tensors); only when a
+rule trips does :func:`~recon_impl.validation.raise_for_invalid_values` scan the data. The
+row minimum of b, for the sign rule, is the one read of the data it adds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from recon_impl.config import ReconstructionLossConfig
+from recon_impl.validation import raise_for_invalid_values
+
+_INTEGER_VIEW = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+# Rows of the per-example table.
+COUNT, B_SUM, L_SUM, SHARE_SUM, SHARE_B_SUM, SHARE_L_SUM, B_MIN = range(7)
+
+
+@dataclass(frozen=True)
+class StackPlan:
+    """Everything the fused stack needs besides the tensors (hashable, so cacheable)."""
+
+    dtype: torch.dtype
+    alpha: float
+    epsilon: float
+    scale: float
+    weights: tuple[float, float, float, float, float]
+    validate: bool
+
+    @staticmethod
+    @functools.lru_cache(maxsize=256)
+    def from_config(
+        config: ReconstructionLossConfig, dtype: torch.dtype, validate: bool
+    ) -> StackPlan:
+        return StackPlan(
+            dtype=dtype,
+            alpha=config.token_weight_alpha,
+            epsilon=config.example_inverse_surprisal_epsilon,
+            scale=config.zfree_reference_scale,
+            weights=(
+                config.raw_weight,
+                config.distribution_normalized_weight,
+                config.example_inverse_surprisal_weight,
+                config.token_weighted_weight,
+                config.normalized_concentration_corrected_token_weighted_weight,
+            ),
+            validate=validate,
+        )
+
+    @functools.cached_property
+    def total_gradient_map(self) -> tuple[float, float, float, float]:
+        """The total's gradient on the four coefficient columns (see ``per_example_stage``),
+        per unit of its upstream gradient: w_raw + w_dist/c, w_ex, w_tok, w_cc/c."""
+        w_raw, w_dist, w_ex, w_tok, w_cc = self.weights
+        return (w_raw + w_dist / self.scale, w_ex, w_tok, w_cc / self.scale)
+
+
+def keep_mask(valid: Tensor, dtype: torch.dtype) -> Tensor:
+    """The bool mask as 0/1 integers as wide as ``dtype``, for :func:`zero_padded`."""
+    return valid.to(_INTEGER_VIEW[torch.finfo(dtype).bits // 8])
+
+
+def zero_padded(x: Tensor, keep: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """``x`` where ``keep`` is 1 and +0.0 where it is 0: ``torch.where(keep, x, 0)`` bit for bit.
+
+    The product is taken on the integer view (bits times 1 or times 0), so a NaN or inf at a
+    cleared position cannot leak. ``keep`` comes from :func:`keep_mask` for ``x.dtype``;
+    ``x`` broadcasts against it. With ``out`` (of ``x``'s dtype) the result is written there.
+    """
+    if out is None:
+        return (x.view(keep.dtype) * keep).view(x.dtype)
+    torch.mul(x.view(keep.dtype), keep, out=out.view(keep.dtype))
+    return out
+
+
+class _HostArrays:
+    """The per-example arithmetic in numpy, for CPU tensors (read without copying)."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        self.dtype = np.float32 if dtype == torch.float32 else np.float64
+
+    def asarray(self, tensor: Tensor) -> np.ndarray:
+        return tensor.numpy()
+
+    def zeros(self, shape: tuple[int, ...], like: np.ndarray) -> np.ndarray:
+        return np.zeros(shape, dtype=self.dtype)
+
+    def vector(self, values: Any, like: np.ndarray) -> np.ndarray:
+        return np.array(values, dtype=self.dtype)
+
+    def where(self, condition: Any, x: Any, y: Any) -> np.ndarray:
+        return np.where(condition, x, y)
+
+    def at_least(self, x: np.ndarray, low: float) -> np.ndarray:
+        return np.maximum(x, low)
+
+    def at_most(self, x: np.ndarray, high: float) -> np.ndarray:
+        return np.minimum(x, high)
+
+    def truth(self, x: Any) -> bool:
+        return bool(x)
+
+    def tensor(self, x: np.ndarray) -> Tensor:
+        return torch.from_numpy(x)
+
+    def errors_ignored(self) -> contextlib.AbstractContextManager[Any]:
+        return np.errstate(divide="ignore", invalid="ignore", over="ignore")
+
+
+class _DeviceArrays:
+    """The same arithmetic in torch, on the tensors' own device (no host round trip)."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        self.dtype = dtype
+
+    def asarray(self, tensor: Tensor) -> Tensor:
+        return tensor
+
+    def zeros(self, shape: tuple[int, ...], like: Tensor) -> Tensor:
+        return like.new_zeros(shape)
+
+    def vector(self, values: Any, like: Tensor) -> Tensor:
+        if all(isinstance(v, Tensor) for v in values):
+            return torch.stack(values)
+        return torch.tensor(values, dtype=self.dtype, device=like.device)
+
+    def where(self, condition: Any, x: Any, y: Any) -> Tensor:
+        return torch.where(condition, x, y)
+
+    def at_least(self, x: Tensor, low: float) -> Tensor:
+        return x.clamp(min=low)
+
+    def at_most(self, x: Tensor, high: float) -> Tensor:
+        return x.clamp(max=high)
+
+    def truth(self, x: Any) -> bool:
+        return bool(x)  # the host sync
+
+    def tensor(self, x: Tensor) -> Tensor:
+        return x
+
+    def errors_ignored(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+
+def per_example_stage(
+    xp: _HostArrays | _DeviceArrays, plan: StackPlan, table: Any
+) -> tuple[Any, Any, bool]:
+    """From the ``[7, B]`` table of per-example sums to the eight values (in
+    ``RECONSTRUCTION_LOSS_NAMES`` order), the gradient coefficients and the validation
+    verdict (always True unless ``plan.validate``).
+
+    Every term is linear in l: each is a per-example sum (of l, or of p*l for the
+    share-weighted terms) times a per-example coefficient, summed over examples. Those
+    coefficients are the term's gradient per valid token (per unit of p), and the backward
+    pass uses them as they are. Their columns: R_raw, R_ex, R_tok, c*R_cc. The returned
+    coefficients are ``[1, 4, B]`` for uniform shares (all on the mask row) and ``[2, 4, B]``
+    otherwise (mask row, share row).
+    """
+    count, b_sum, l_sum, share_sum, share_b_sum, share_l_sum, b_min = table
+    epsilon, scale = plan.epsilon, plan.scale
+    n = xp.at_least(count, 1.0)  # empty rows: their sums are 0, so their means are 0
+    kept = xp.at_most(count, 1.0)  # 1.0 for kept examples, 0.0 for dropped ones
+    kept_examples = kept.sum()  # B'
+    weight = kept / kept_examples  # 1/B' for kept examples, 0 for dropped ones
+    b_mean = b_sum / n
+    if plan.alpha == 0.0:
+        # Uniform shares 1/n_i (0^0 = 1): ltok = lbar, btok = bbar, kappa = 1.
+        fallback = None
+        share_sum, share_l_sum, token_b = n, l_sum, b_mean
+    else:
+        # Rows whose valid b are all 0 (and empty rows) have no share mass: their shares are
+        # uniform, 1/n_i on the mask row (and their b sums are 0, so btok = bbar = 0 there).
+        fallback = share_sum == 0
+        share_sum = xp.where(fallback, n, share_sum)
+        share_l_sum = xp.where(fallback, l_sum, share_l_sum)
+        token_b = share_b_sum / share_sum
+        # kappa = btok/bbar, and 1 where bbar = 0 (the 0/0 of the other branch is dropped).
+        kappa = xp.where(b_mean > 0, token_b / b_mean, 1.0)
+
+    valid = True
+    if plan.validate:
+        # A NaN or inf at a valid position makes the row's sums non-finite ((l + b) * 0 is
+        # then NaN), a negative b makes the row minimum negative, a kept example with
+        # bbar = 0 is an error when epsilon = 0, and B' = 0 when no token is valid.
+        flags = (b_sum + l_sum) * 0.0 + b_min
+        if epsilon == 0.0:
+            flags = flags - kept * (b_sum == 0)
+        valid = xp.truth(kept_examples >= 1) and xp.truth(flags.min() >= 0)
+
+    # Per example and valid token: d/dl of R_raw and R_ex, then (per unit of p) of R_tok and
+    # c*R_cc. The + (1 - kept) keeps 1/(bbar + eps) finite on dropped rows (weight 0).
+    columns = xp.zeros((4, count.shape[0]), count)
+    columns[0] = weight / n
+    columns[1] = columns[0] / (b_mean + ((epsilon + 1.0) - kept))
+    columns[2] = weight / share_sum
+    columns[3] = columns[2] if fallback is None else columns[2] / kappa
+    raw, example_inverse = columns[:2] @ l_sum
+    token_weighted, scaled_corrected = columns[2:] @ share_l_sum
+    if fallback is None:
+        base, concentration = token_b @ weight, kept_examples / kept_examples
+    else:
+        base, concentration = token_b @ weight, kappa @ weight
+    distribution, corrected = raw / scale, scaled_corrected / scale
+    w_raw, w_dist, w_ex, w_tok, w_cc = plan.weights
+    total = (
+        w_raw * raw
+        + w_dist * distribution
+        + w_ex * example_inverse
+        + w_tok * token_weighted
+        + w_cc * corrected
+    )
+    values = [raw, distribution, example_inverse, token_weighted, corrected]
+    values = xp.vector([*values, base, concentration, total], count)
+
+    if fallback is None:
+        coefficients = columns[None]
+    else:
+        coefficients = xp.zeros((2, 4, count.shape[0]), count)
+        coefficients[0, :2] = columns[:2]
+        coefficients[0, 2:] = columns[2:] * fallback
+        coefficients[1, 2:] = columns[2:]
+    return values, coefficients, valid
+
+
+class ReconstructionStack(torch.autograd.Function):
+    """``(token_nll, zfree_token_nll, valid, plan)`` -> the eight values, in
+    ``RECONSTRUCTION_LOSS_NAMES`` order. ``zfree_token_nll`` comes detached and ``valid`` is
+    the bool mask; the inputs are only read."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx, token_nll: Tensor, zfree_token_nll: Tensor, valid: Tensor, plan: StackPlan
+    ) -> tuple[Tensor, ...]:
+        dtype, alpha = plan.dtype, plan.alpha
+        l = token_nll if token_nll.dtype == dtype else token_nll.to(dtype)
+        b = zfree_token_nll if zfree_token_nll.dtype == dtype else zfree_token_nll.to(dtype)
+        batch, length = l.shape
+
+        # data[0] = b and data[1] = l with padded positions cleared.
+        keep = keep_mask(valid, dtype)
+        data = l.new_empty((2, batch, length))
+        b_valid = zero_padded(b, keep, out=data[0])
+        zero_padded(l, keep, out=data[1])
+        table = l.new_empty((7, batch))
+        table[COUNT] = keep.sum(dim=1, dtype=keep.dtype)
+        torch.sum(data, dim=2, out=table[B_SUM : L_SUM + 1])
+        shares = None
+        if alpha == 1.0:
+            # b/sum(b): the shares of (b/b_max)^1 without a max pass or a power; the row sum
+            # lies in [b_max, T*b_max], so nothing overflows or underflows.
+            inverse = table[B_SUM].clamp(min=torch.finfo(dtype).tiny).reciprocal()
+            shares = b_valid * inverse[:, None]
+            torch.mul(table[B_SUM], inverse, out=table[SHARE_SUM])
+        elif alpha != 0.0:
+            b_max = b_valid.amax(dim=1, keepdim=True) if length else b_valid[:, :1]
+            # Division, not a reciprocal: the row maximum maps to exactly 1, whose power is 1
+            # for any alpha, so the share sum is >= 1 on every row with a positive b.
+            shares = (b_valid / torch.where(b_max > 0, b_max, 1.0)).pow_(alpha)
+            torch.sum(shares, dim=1, out=table[SHARE_SUM])
+        if plan.validate:
+            if length:
+                torch.amin(b_valid, dim=1, out=table[B_MIN])
+            else:
+                table[B_MIN] = 0.0
+        if shares is not None:
+            # p*b and p*l, in place: the masked b and l are not needed any more.
+            torch.sum(data.mul_(shares), dim=2, out=table[SHARE_B_SUM : SHARE_L_SUM + 1])
+
+        xp = _HostArrays(dtype) if l.device.type == "cpu" else _DeviceArrays(dtype)
+        with xp.errors_ignored():
+            values, coefficients, inputs_valid = per_example_stage(xp, plan, xp.asarray(table))
+        if not inputs_valid:
+            raise_for_invalid_values(token_nll, zfree_token_nll, valid, epsilon=plan.epsilon)
+
+        if ctx.needs_input_grad[0]:
+            ctx.save_for_backward(keep, *(() if shares is None else (shares,)))
+            ctx.coefficients = coefficients
+            ctx.xp = xp
+            ctx.plan = plan
+            ctx.input_dtype = token_nll.dtype
+        ctx.set_materialize_grads(False)
+        outputs = xp.tensor(values).unbind()
+        ctx.mark_non_differentiable(outputs[5], outputs[6])
+        return outputs
+
+    @staticmethod
+    @once_differentiable
+    def backward(  # type: ignore[override]
+        ctx, *grads: Tensor | None
+    ) -> tuple[Tensor | None, None, None, None]:
+        if not ctx.needs_input_grad[0] or all(g is None for g in grads):
+            return None, None, None, None
+        keep, *shares = ctx.saved_tensors
+        plan: StackPlan = ctx.plan
+        xp = ctx.xp
+        # The upstream gradient on each coefficient column: a_raw + a_dist/c, a_ex, a_tok,
+        # a_cc/c, with a_k = g_k + w_k * g_total.
+        g_raw, g_dist, g_ex, g_tok, g_cc, _, _, g_total = (
+            0.0 if g is None else xp.asarray(g) for g in grads
+        )
+        c = plan.scale
+        own = (g_raw + g_dist / c, g_ex, g_tok, g_cc / c)
+        upstream = xp.vector(
+            [x + m * g_total for x, m in zip(own, plan.total_gradient_map, strict=True)],
+            ctx.coefficients,
+        )
+        u_v = xp.tensor(upstream @ ctx.coefficients)  # [1, B] (uniform shares) or [2, B]
+        # u_i at valid positions, 0 at padded ones; then + v_i p_it, p being 0 at padded ones.
+        grad = zero_padded(u_v[0][:, None], keep)
+        if shares:
+            grad.addcmul_(shares[0], u_v[1][:, None])
+        if grad.dtype != ctx.input_dtype:
+            grad = grad.to(ctx.input_dtype)
+        return grad, None, None, None

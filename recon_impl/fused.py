@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,8 +55,9 @@ from recon_impl.validation import raise_for_invalid_values
 
 _INTEGER_VIEW = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
-# Rows of the per-example table.
-COUNT, B_SUM, L_SUM, SHARE_SUM, SHARE_B_SUM, SHARE_L_SUM, B_MIN = range(7)
+# Rows of the per-example table: the sums of b, l, p*b, p*l and p over valid positions,
+# the row maximum of b (for the shares) and its row minimum (for validation).
+B_SUM, L_SUM, SHARE_B_SUM, SHARE_L_SUM, SHARE_SUM, B_MAX, B_MIN = range(7)
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,9 @@ class _HostArrays:
     def asarray(self, tensor: Tensor) -> np.ndarray:
         return tensor.numpy()
 
+    def floating(self, x: np.ndarray) -> np.ndarray:
+        return x.astype(self.dtype)
+
     def zeros(self, shape: tuple[int, ...], like: np.ndarray) -> np.ndarray:
         return np.zeros(shape, dtype=self.dtype)
 
@@ -142,6 +147,9 @@ class _HostArrays:
     def truth(self, x: Any) -> bool:
         return bool(x)
 
+    def all_finite(self, x: np.ndarray) -> Any:
+        return np.isfinite(x).all()
+
     def tensor(self, x: np.ndarray) -> Tensor:
         return torch.from_numpy(x)
 
@@ -157,6 +165,9 @@ class _DeviceArrays:
 
     def asarray(self, tensor: Tensor) -> Tensor:
         return tensor
+
+    def floating(self, x: Tensor) -> Tensor:
+        return x.to(self.dtype)
 
     def zeros(self, shape: tuple[int, ...], like: Tensor) -> Tensor:
         return like.new_zeros(shape)
@@ -178,6 +189,9 @@ class _DeviceArrays:
     def truth(self, x: Any) -> bool:
         return bool(x)  # the host sync
 
+    def all_finite(self, x: Tensor) -> Tensor:
+        return torch.isfinite(x).all()
+
     def tensor(self, x: Tensor) -> Tensor:
         return x
 
@@ -186,9 +200,9 @@ class _DeviceArrays:
 
 
 def per_example_stage(
-    xp: _HostArrays | _DeviceArrays, plan: StackPlan, table: Any
+    xp: _HostArrays | _DeviceArrays, plan: StackPlan, counts: Any, table: Any
 ) -> tuple[Any, Any, bool]:
-    """From the ``[7, B]`` table of per-example sums to the eight values (in
+    """From the valid-token counts and the ``[7, B]`` table to the eight values (in
     ``RECONSTRUCTION_LOSS_NAMES`` order), the gradient coefficients and the validation
     verdict (always True unless ``plan.validate``).
 
@@ -199,7 +213,8 @@ def per_example_stage(
     coefficients are ``[1, 4, B]`` for uniform shares (all on the mask row) and ``[2, 4, B]``
     otherwise (mask row, share row).
     """
-    count, b_sum, l_sum, share_sum, share_b_sum, share_l_sum, b_min = table
+    count = xp.floating(counts)
+    b_sum, l_sum = table[B_SUM], table[L_SUM]
     epsilon, scale = plan.epsilon, plan.scale
     n = xp.at_least(count, 1.0)  # empty rows: their sums are 0, so their means are 0
     kept = xp.at_most(count, 1.0)  # 1.0 for kept examples, 0.0 for dropped ones
@@ -213,26 +228,16 @@ def per_example_stage(
     else:
         # Rows whose valid b are all 0 (and empty rows) have no share mass: their shares are
         # uniform, 1/n_i on the mask row (and their b sums are 0, so btok = bbar = 0 there).
-        fallback = share_sum == 0
-        share_sum = xp.where(fallback, n, share_sum)
-        share_l_sum = xp.where(fallback, l_sum, share_l_sum)
-        token_b = share_b_sum / share_sum
+        fallback = table[SHARE_SUM] == 0
+        share_sum = xp.where(fallback, n, table[SHARE_SUM])
+        share_l_sum = xp.where(fallback, l_sum, table[SHARE_L_SUM])
+        token_b = table[SHARE_B_SUM] / share_sum
         # kappa = btok/bbar, and 1 where bbar = 0 (the 0/0 of the other branch is dropped).
         kappa = xp.where(b_mean > 0, token_b / b_mean, 1.0)
 
-    valid = True
-    if plan.validate:
-        # A NaN or inf at a valid position makes the row's sums non-finite ((l + b) * 0 is
-        # then NaN), a negative b makes the row minimum negative, a kept example with
-        # bbar = 0 is an error when epsilon = 0, and B' = 0 when no token is valid.
-        flags = (b_sum + l_sum) * 0.0 + b_min
-        if epsilon == 0.0:
-            flags = flags - kept * (b_sum == 0)
-        valid = xp.truth(kept_examples >= 1) and xp.truth(flags.min() >= 0)
-
     # Per example and valid token: d/dl of R_raw and R_ex, then (per unit of p) of R_tok and
     # c*R_cc. The + (1 - kept) keeps 1/(bbar + eps) finite on dropped rows (weight 0).
-    columns = xp.zeros((4, count.shape[0]), count)
+    columns = xp.zeros((4, b_sum.shape[0]), b_sum)
     columns[0] = weight / n
     columns[1] = columns[0] / (b_mean + ((epsilon + 1.0) - kept))
     columns[2] = weight / share_sum
@@ -253,16 +258,28 @@ def per_example_stage(
         + w_cc * corrected
     )
     values = [raw, distribution, example_inverse, token_weighted, corrected]
-    values = xp.vector([*values, base, concentration, total], count)
+    values = xp.vector([*values, base, concentration, total], b_sum)
+
+    valid = True
+    if plan.validate:
+        # A NaN or inf at a valid position makes a per-example sum non-finite, and with it
+        # a value (every kept example has a positive coefficient in R_raw, and b reaches
+        # btok or kappa); so does a kept example with bbar = 0 when epsilon = 0 (R_ex). A
+        # negative b makes the row minimum negative. One host sync (none with numpy).
+        checks = (kept_examples >= 1) & xp.all_finite(values)
+        valid = b_sum.shape[0] > 0 and xp.truth(checks & (table[B_MIN].min() >= 0))
 
     if fallback is None:
         coefficients = columns[None]
     else:
-        coefficients = xp.zeros((2, 4, count.shape[0]), count)
-        coefficients[0, :2] = columns[:2]
-        coefficients[0, 2:] = columns[2:] * fallback
+        coefficients = xp.zeros((2, 4, b_sum.shape[0]), b_sum)
+        coefficients[0] = columns
+        coefficients[0, 2:] *= fallback
         coefficients[1, 2:] = columns[2:]
     return values, coefficients, valid
+
+
+_HOST = {torch.float32: _HostArrays(torch.float32), torch.float64: _HostArrays(torch.float64)}
 
 
 class ReconstructionStack(torch.autograd.Function):
@@ -279,39 +296,58 @@ class ReconstructionStack(torch.autograd.Function):
         b = zfree_token_nll if zfree_token_nll.dtype == dtype else zfree_token_nll.to(dtype)
         batch, length = l.shape
 
-        # data[0] = b and data[1] = l with padded positions cleared.
-        keep = keep_mask(valid, dtype)
-        data = l.new_empty((2, batch, length))
-        b_valid = zero_padded(b, keep, out=data[0])
-        zero_padded(l, keep, out=data[1])
-        table = l.new_empty((7, batch))
-        table[COUNT] = keep.sum(dim=1, dtype=keep.dtype)
-        torch.sum(data, dim=2, out=table[B_SUM : L_SUM + 1])
-        shares = None
-        if alpha == 1.0:
-            # b/sum(b): the shares of (b/b_max)^1 without a max pass or a power; the row sum
-            # lies in [b_max, T*b_max], so nothing overflows or underflows.
-            inverse = table[B_SUM].clamp(min=torch.finfo(dtype).tiny).reciprocal()
-            shares = b_valid * inverse[:, None]
-            torch.mul(table[B_SUM], inverse, out=table[SHARE_SUM])
-        elif alpha != 0.0:
-            b_max = b_valid.amax(dim=1, keepdim=True) if length else b_valid[:, :1]
-            # Division, not a reciprocal: the row maximum maps to exactly 1, whose power is 1
-            # for any alpha, so the share sum is >= 1 on every row with a positive b.
-            shares = (b_valid / torch.where(b_max > 0, b_max, 1.0)).pow_(alpha)
-            torch.sum(shares, dim=1, out=table[SHARE_SUM])
-        if plan.validate:
-            if length:
-                torch.amin(b_valid, dim=1, out=table[B_MIN])
-            else:
-                table[B_MIN] = 0.0
-        if shares is not None:
-            # p*b and p*l, in place: the masked b and l are not needed any more.
-            torch.sum(data.mul_(shares), dim=2, out=table[SHARE_B_SUM : SHARE_L_SUM + 1])
+        # data: b and l with padded positions cleared (zero_padded, written in place), then
+        # for alpha > 0 the share numerators p. table: the per-example sums (see B_SUM...).
+        integer = _INTEGER_VIEW[l.element_size()]
+        keep = valid.to(integer)
+        data = l.new_empty((2 if alpha == 0.0 else 3, batch, length))
+        data_bits = data.view(integer)
+        torch.mul(b.view(integer), keep, out=data_bits[0])
+        torch.mul(l.view(integer), keep, out=data_bits[1])
+        b_valid = data[0]
+        counts = keep.sum(dim=1, dtype=integer)
+        table = l.new_empty((7, batch)) if length else l.new_zeros((7, batch))
+        torch.sum(data[:2], dim=2, out=table[B_SUM : L_SUM + 1])
+        if plan.validate and length:
+            torch.amin(b_valid, dim=1, out=table[B_MIN])
 
-        xp = _HostArrays(dtype) if l.device.type == "cpu" else _DeviceArrays(dtype)
+        xp = _HOST[dtype] if l.device.type == "cpu" else _DeviceArrays(dtype)
+        host_table = xp.asarray(table)  # on the CPU, a view that follows the writes above
+        shares = None
+        if alpha != 0.0:
+            shares = data[2]
+            if alpha == 1.0:
+                # b/sum(b): the shares of (b/b_max)^1 without a max pass or a power; the row
+                # sum lies in [b_max, T*b_max], so nothing overflows or underflows.
+                inverse = 1.0 / xp.at_least(host_table[B_SUM], torch.finfo(dtype).tiny)
+                torch.mul(b_valid, xp.tensor(inverse[:, None]), out=shares)
+            else:
+                # (b/s)^alpha with s the row sum when no share can underflow that way (the
+                # largest is at least T^-alpha >= 2^-64), else the row maximum, which maps to
+                # exactly 1 (a division, not a reciprocal) so that the share sum is >= 1.
+                if alpha * math.log2(max(length, 2)) <= 64.0:
+                    scale = host_table[B_SUM]
+                else:
+                    if length:
+                        torch.amax(b_valid, dim=1, out=table[B_MAX])
+                    scale = host_table[B_MAX]
+                scale = xp.tensor(xp.where(scale > 0, scale, 1.0)[:, None])
+                if alpha == 0.5:
+                    # rsqrt(|s/b|): sqrt is slow on zeros (padding) on some CPUs, rsqrt of
+                    # inf is not; the abs maps b = -0.0 to +inf like +0.0 (a negative b is
+                    # a validation error anyway).
+                    torch.div(scale, b_valid, out=shares).abs_().rsqrt_()
+                else:
+                    torch.div(b_valid, scale, out=shares).pow_(alpha)
+            # p*b and p*l in place (the masked b and l are not needed any more), then their
+            # sums and that of p in one reduction.
+            data[:2].mul_(shares)
+            torch.sum(data, dim=2, out=table[SHARE_B_SUM : SHARE_SUM + 1])
+
         with xp.errors_ignored():
-            values, coefficients, inputs_valid = per_example_stage(xp, plan, xp.asarray(table))
+            values, coefficients, inputs_valid = per_example_stage(
+                xp, plan, xp.asarray(counts), host_table
+            )
         if not inputs_valid:
             raise_for_invalid_values(token_nll, zfree_token_nll, valid, epsilon=plan.epsilon)
 
@@ -347,11 +383,11 @@ class ReconstructionStack(torch.autograd.Function):
             [x + m * g_total for x, m in zip(own, plan.total_gradient_map, strict=True)],
             ctx.coefficients,
         )
-        u_v = xp.tensor(upstream @ ctx.coefficients)  # [1, B] (uniform shares) or [2, B]
+        u_v = upstream @ ctx.coefficients  # [1, B] (uniform shares) or [2, B]
         # u_i at valid positions, 0 at padded ones; then + v_i p_it, p being 0 at padded ones.
-        grad = zero_padded(u_v[0][:, None], keep)
+        grad = zero_padded(xp.tensor(u_v[0, :, None]), keep)
         if shares:
-            grad.addcmul_(shares[0], u_v[1][:, None])
+            grad.addcmul_(shares[0], xp.tensor(u_v[1, :, None]))
         if grad.dtype != ctx.input_dtype:
             grad = grad.to(ctx.input_dtype)
         return grad, None, None, None

@@ -259,6 +259,8 @@ def per_example_stage(
     )
     values = [raw, distribution, example_inverse, token_weighted, corrected]
     values = xp.vector([*values, base, concentration, total], b_sum)
+    if b_sum.shape[0] == 0:
+        values = values * math.nan  # B = 0: no valid token, 0/0 like the other means
 
     valid = True
     if plan.validate:
@@ -280,6 +282,11 @@ def per_example_stage(
 
 
 _HOST = {torch.float32: _HostArrays(torch.float32), torch.float64: _HostArrays(torch.float64)}
+
+
+def arrays_for(device: torch.device, dtype: torch.dtype) -> _HostArrays | _DeviceArrays:
+    """Where the per-example arithmetic runs: numpy for CPU tensors, torch elsewhere."""
+    return _HOST[dtype] if device.type == "cpu" else _DeviceArrays(dtype)
 
 
 class ReconstructionStack(torch.autograd.Function):
@@ -311,7 +318,7 @@ class ReconstructionStack(torch.autograd.Function):
         if plan.validate and length:
             torch.amin(b_valid, dim=1, out=table[B_MIN])
 
-        xp = _HOST[dtype] if l.device.type == "cpu" else _DeviceArrays(dtype)
+        xp = arrays_for(l.device, dtype)
         host_table = xp.asarray(table)  # on the CPU, a view that follows the writes above
         shares = None
         if alpha != 0.0:

@@ -86,7 +86,7 @@ class ReconstructionLosses(Mapping[str, Tensor]):
         return len(RECONSTRUCTION_LOSS_NAMES)
 
     def __repr__(self) -> str:
-        body = ", ".join(f"{k}={float(v):.6g}" for k, v in self.items())
+        body = ", ".join(f"{k}={float(v.detach()):.6g}" for k, v in self.items())
         return f"ReconstructionLosses({body})"
 
 

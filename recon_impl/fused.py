@@ -209,9 +209,9 @@ def per_example_stage(
     Every term is linear in l: each is a per-example sum (of l, or of p*l for the
     share-weighted terms) times a per-example coefficient, summed over examples. Those
     coefficients are the term's gradient per valid token (per unit of p), and the backward
-    pass uses them as they are. Their columns: R_raw, R_ex, R_tok, c*R_cc. The returned
-    coefficients are ``[1, 4, B]`` for uniform shares (all on the mask row) and ``[2, 4, B]``
-    otherwise (mask row, share row).
+    pass uses them as they are: the ``[5, B]`` rows d R_raw/dl, bbar + eps (d R_ex/dl is the
+    first over it), d R_tok/dp, d (c R_cc)/dp, and 1.0 where the shares fall back to uniform
+    (so that the share-row gradient moves to the mask row).
     """
     count = xp.floating(counts)
     b_sum, l_sum = table[B_SUM], table[L_SUM]
@@ -235,15 +235,22 @@ def per_example_stage(
         # kappa = btok/bbar, and 1 where bbar = 0 (the 0/0 of the other branch is dropped).
         kappa = xp.where(b_mean > 0, token_b / b_mean, 1.0)
 
-    # Per example and valid token: d/dl of R_raw and R_ex, then (per unit of p) of R_tok and
-    # c*R_cc. The + (1 - kept) keeps 1/(bbar + eps) finite on dropped rows (weight 0).
-    columns = xp.zeros((4, b_sum.shape[0]), b_sum)
-    columns[0] = weight / n
-    columns[1] = columns[0] / (b_mean + ((epsilon + 1.0) - kept))
-    columns[2] = weight / share_sum
-    columns[3] = columns[2] if fallback is None else columns[2] / kappa
-    raw, example_inverse = columns[:2] @ l_sum
-    token_weighted, scaled_corrected = columns[2:] @ share_l_sum
+    # Per example and valid token: d/dl of R_raw; of R_ex, that over bbar + eps (kept as a
+    # divisor: its reciprocal overflows for a tiny eps); per unit of p, of R_tok and c*R_cc.
+    # The + (1 - kept) keeps bbar + eps positive on dropped rows (weight 0).
+    count_rows = b_sum.shape[0]
+    coefficients = xp.zeros((5, count_rows), b_sum)
+    uniform, divisor, share, share_cc, on_mask = coefficients
+    uniform[...] = weight / n
+    divisor[...] = (b_mean + epsilon) + (1.0 - kept)
+    share[...] = weight / share_sum
+    share_cc[...] = share if fallback is None else share / kappa
+    if fallback is not None:
+        on_mask[...] = fallback  # uniform shares live on the mask row
+    raw = uniform @ l_sum
+    example_inverse = (l_sum / n / divisor) @ weight
+    token_weighted = share @ share_l_sum
+    scaled_corrected = share_cc @ share_l_sum
     if fallback is None:
         base, concentration = token_b @ weight, kept_examples / kept_examples
     else:
@@ -269,15 +276,7 @@ def per_example_stage(
         # btok or kappa); so does a kept example with bbar = 0 when epsilon = 0 (R_ex). A
         # negative b makes the row minimum negative. One host sync (none with numpy).
         checks = (kept_examples >= 1) & xp.all_finite(values)
-        valid = b_sum.shape[0] > 0 and xp.truth(checks & (table[B_MIN].min() >= 0))
-
-    if fallback is None:
-        coefficients = columns[None]
-    else:
-        coefficients = xp.zeros((2, 4, b_sum.shape[0]), b_sum)
-        coefficients[0] = columns
-        coefficients[0, 2:] *= fallback
-        coefficients[1, 2:] = columns[2:]
+        valid = count_rows > 0 and xp.truth(checks & (table[B_MIN].min() >= 0))
     return values, coefficients, valid
 
 
@@ -345,7 +344,10 @@ class ReconstructionStack(torch.autograd.Function):
                     # a validation error anyway).
                     torch.div(scale, b_valid, out=shares).abs_().rsqrt_()
                 else:
-                    torch.div(b_valid, scale, out=shares).pow_(alpha)
+                    # An alpha below the dtype's smallest normal gives the same shares (1 for
+                    # b > 0, to rounding) and keeps 0^alpha = 0 where it would round to 0^0.
+                    exponent = max(alpha, torch.finfo(dtype).tiny)
+                    torch.div(b_valid, scale, out=shares).pow_(exponent)
             # p*b and p*l in place (the masked b and l are not needed any more), then their
             # sums and that of p in one reduction.
             data[:2].mul_(shares)
@@ -386,15 +388,17 @@ class ReconstructionStack(torch.autograd.Function):
         )
         c = plan.scale
         own = (g_raw + g_dist / c, g_ex, g_tok, g_cc / c)
-        upstream = xp.vector(
-            [x + m * g_total for x, m in zip(own, plan.total_gradient_map, strict=True)],
-            ctx.coefficients,
-        )
-        u_v = upstream @ ctx.coefficients  # [1, B] (uniform shares) or [2, B]
+        upstream = [x + m * g_total for x, m in zip(own, plan.total_gradient_map, strict=True)]
+        uniform, divisor, share, share_cc, on_mask = ctx.coefficients
+        a_raw, a_ex, a_tok, a_cc = upstream
+        with xp.errors_ignored():
+            v = share * a_tok + share_cc * a_cc  # per unit of p
+            u = uniform * a_raw + uniform * a_ex / divisor  # per valid token
+            u = u + on_mask * v if shares else u + v
         # u_i at valid positions, 0 at padded ones; then + v_i p_it, p being 0 at padded ones.
-        grad = zero_padded(xp.tensor(u_v[0, :, None]), keep)
+        grad = zero_padded(xp.tensor(u[:, None]), keep)
         if shares:
-            grad.addcmul_(shares[0], xp.tensor(u_v[1, :, None]))
+            grad.addcmul_(shares[0], xp.tensor(v[:, None]))
         if grad.dtype != ctx.input_dtype:
             grad = grad.to(ctx.input_dtype)
         return grad, None, None, None

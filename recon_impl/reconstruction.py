@@ -188,7 +188,10 @@ def traceable_reconstruction_losses(
     # and no b overflows. A row of zeros gets ratio 1 everywhere, i.e. uniform shares,
     # which alpha = 0 gives everywhere (0^0 = 1).
     ratio = torch.where(b_max > 0, b_valid / b_max, 1.0)
-    share_numerator = torch.where(valid, ratio.pow(alpha), 0.0)
+    # 0^alpha = 0 for every alpha > 0, also for an alpha so small that it rounds to 0 in
+    # the compute dtype (where ratio.pow would give 0^0 = 1).
+    has_share = valid & (ratio > 0) if alpha > 0 else valid
+    share_numerator = torch.where(has_share, ratio.pow(alpha), 0.0)
     # >= 1 on every row with a valid token (its maximum contributes exactly 1^alpha = 1);
     # the clamp only turns 0/0 on empty rows into 0.
     share_denominator = share_numerator.sum(dim=1).clamp(min=1.0)
@@ -216,11 +219,10 @@ def traceable_reconstruction_losses(
     def batch_mean(per_example: Tensor) -> Tensor:
         return torch.where(kept, per_example, 0.0).sum() / kept_examples
 
-    inverse_surprisal = 1.0 / torch.where(kept, b_mean + epsilon, 1.0)
-
     raw = batch_mean(l_mean)
     distribution_normalized = raw / scale
-    example_inverse_surprisal = batch_mean(l_mean * inverse_surprisal)
+    # a division, not a product with 1/(bbar+eps), which overflows for a tiny eps
+    example_inverse_surprisal = batch_mean(l_mean / torch.where(kept, b_mean + epsilon, 1.0))
     token_weighted = batch_mean(token_weighted_l)
     concentration_corrected = batch_mean(token_weighted_l / kappa) / scale
 

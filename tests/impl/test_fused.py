@@ -351,3 +351,35 @@ def test_zero_length_batch_without_validation_gives_nan() -> None:
             validate=False,
         )
         assert all(math.isnan(v.item()) for v in losses.values())
+
+
+def test_tiny_epsilon_keeps_values_and_gradients_finite(arithmetic) -> None:
+    # bbar = 0 with eps = 5e-324: 1/(bbar + eps) overflows, so the fused path divides by
+    # bbar + eps (values and gradients) instead of multiplying by its reciprocal.
+    l = torch.tensor([[0.0, 0.0], [2.0, 1.0]], dtype=torch.float64)
+    b = torch.tensor([[0.0, 0.0], [1.0, 3.0]], dtype=torch.float64)
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    for weight in (0.0, 1.0):
+        cfg = config(1.0, epsilon=5e-324, example_inverse_surprisal_weight=weight)
+        leaf = l.clone().requires_grad_()
+        losses = reconstruction_losses(leaf, b, mask, cfg)
+        expected = (0.0 + 1.5 / (2.0 + 5e-324)) / 2
+        assert losses.example_inverse_surprisal_weighted_reconstruction_loss.item() == (
+            pytest.approx(expected, rel=1e-15)
+        )
+        losses.total_reconstruction_loss.backward()
+        assert torch.isfinite(leaf.grad[1]).all()
+        if weight == 0.0:
+            assert torch.isfinite(leaf.grad).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_alpha_below_the_smallest_normal_gives_zero_surprisal_no_share(arithmetic, dtype) -> None:
+    cfg = config(1e-300, token_weighted_weight=1.0)
+    l = torch.tensor([[1.0, 5.0, 7.0]], dtype=dtype, requires_grad=True)
+    b = torch.tensor([[2.0, 0.0, 4.0]], dtype=dtype)
+    losses = reconstruction_losses(l, b, torch.tensor([[True, True, False]]), cfg)
+    assert losses.token_weighted_reconstruction_loss.item() == 1.0
+    assert losses.token_concentration_factor.item() == 2.0
+    losses.token_weighted_reconstruction_loss.backward()
+    assert l.grad.tolist() == [[1.0, 0.0, 0.0]]

@@ -2,11 +2,11 @@ r"""The eager fast path of the reconstruction stack: a few passes over the data,
 
 All eight outputs come out of one ``torch.autograd.Function``. Its forward reads
 ``token_nll``, ``zfree_token_nll`` and the mask once each, clearing padded positions, and
-reduces them to a ``[7, B]`` table of per-example sums (count, b, l, and for ``alpha > 0``
-the share numerators p and the products p*b and p*l; then the row minimum of b when
-validating). Everything after that is arithmetic on ``[B]`` vectors, done in numpy for CPU
-tensors (where torch's per-call cost would dominate) and in torch elsewhere. The backward
-writes the gradient in one pass over the data, using that every term is linear in
+reduces them to the valid-token counts and a ``[7, B]`` table of per-example sums (of b, l,
+and for ``alpha > 0`` of p*b, p*l and the share numerators p; the row maximum and minimum of
+b where needed). Everything after that is arithmetic on ``[B]`` vectors, done in numpy for
+CPU tensors (where torch's per-call cost would dominate) and in torch elsewhere. The
+backward writes the gradient in one pass over the data, using that every term is linear in
 :math:`l` for fixed :math:`b`:
 
 .. math::
@@ -25,16 +25,19 @@ the 0/1 mask: ``torch.where(mask, x, 0)`` bit for bit (NaN and inf included) wit
 floating-point multiplication by the mask, and several times cheaper than ``torch.where``
 on CPUs, where that is not vectorised.
 
-Shares: for ``alpha == 0`` they are uniform and never materialised. For ``alpha == 1`` the
-share numerator is :math:`b/\sum_s b_s` (no power, no max pass; the row sum lies between
-:math:`b_\max` and :math:`T\,b_\max`, so nothing overflows or underflows). Otherwise it is
-:math:`(b/b_\max)^\alpha`, the log-space softmax of MATH.md with the maximum taken out,
-finite for any finite :math:`\alpha \ge 0`. A row whose valid :math:`b` are all 0 gets
-uniform shares, and :math:`\kappa_i = 1` where :math:`\bar b_i = 0`.
+Shares are MATH.md's ``softmax(alpha * log b)``, computed as :math:`(b/s)^\alpha` over their
+sum, with :math:`s` a per-example scale. ``alpha == 0``: uniform, never materialised.
+``alpha == 1``: :math:`s = \sum b`, no power. Otherwise :math:`s = \sum b` while
+:math:`\alpha \log_2 T \le 64` (the largest share is then at least :math:`T^{-\alpha} \ge
+2^{-64}`: nothing underflows, and no max pass), else :math:`s = b_\max`, which maps to
+exactly 1, so that no finite :math:`\alpha` loses the row. ``alpha == 0.5`` uses
+:math:`\mathrm{rsqrt}(|s/b|)`. A row whose valid :math:`b` are all 0 gets uniform shares, and
+:math:`\kappa_i = 1` where :math:`\bar b_i = 0`.
 
-Validation reads the table, with one host sync (none at all for CPU tensors); only when a
-rule trips does :func:`~recon_impl.validation.raise_for_invalid_values` scan the data. The
-row minimum of b, for the sign rule, is the one read of the data it adds.
+Validation reads the per-example results, with one host sync (none at all for CPU
+tensors); only when a rule trips does
+:func:`~recon_impl.validation.raise_for_invalid_values` scan the data. The row minimum of b,
+for the sign rule, is the one read of the data it adds.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from recon_impl.validation import raise_for_invalid_values
 _INTEGER_VIEW = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 # Rows of the per-example table: the sums of b, l, p*b, p*l and p over valid positions,
-# the row maximum of b (for the shares) and its row minimum (for validation).
+# the row maximum of b (for shares scaled by it) and its row minimum (for validation).
 B_SUM, L_SUM, SHARE_B_SUM, SHARE_L_SUM, SHARE_SUM, B_MAX, B_MIN = range(7)
 
 
@@ -228,8 +231,12 @@ def per_example_stage(
     else:
         # Rows whose valid b are all 0 (and empty rows) have no share mass: their shares are
         # uniform, 1/n_i on the mask row (and their b sums are 0, so btok = bbar = 0 there).
-        fallback = table[SHARE_SUM] == 0
-        share_sum = xp.where(fallback, n, table[SHARE_SUM])
+        if plan.alpha == 1.0:  # p = b * inverse, inverse = 1 / max(b_sum, tiny)
+            share_sum = b_sum / xp.at_least(b_sum, torch.finfo(plan.dtype).tiny)
+        else:
+            share_sum = table[SHARE_SUM]
+        fallback = share_sum == 0
+        share_sum = xp.where(fallback, n, share_sum)
         share_l_sum = xp.where(fallback, l_sum, table[SHARE_L_SUM])
         token_b = table[SHARE_B_SUM] / share_sum
         # kappa = btok/bbar, and 1 where bbar = 0 (the 0/0 of the other branch is dropped).
@@ -304,8 +311,8 @@ class ReconstructionStack(torch.autograd.Function):
 
         # data: b and l with padded positions cleared (zero_padded, written in place), then
         # for alpha > 0 the share numerators p. table: the per-example sums (see B_SUM...).
-        integer = _INTEGER_VIEW[l.element_size()]
-        keep = valid.to(integer)
+        keep = keep_mask(valid, dtype)
+        integer = keep.dtype
         data = l.new_empty((2 if alpha == 0.0 else 3, batch, length))
         data_bits = data.view(integer)
         torch.mul(b.view(integer), keep, out=data_bits[0])
@@ -349,9 +356,12 @@ class ReconstructionStack(torch.autograd.Function):
                     exponent = max(alpha, torch.finfo(dtype).tiny)
                     torch.div(b_valid, scale, out=shares).pow_(exponent)
             # p*b and p*l in place (the masked b and l are not needed any more), then their
-            # sums and that of p in one reduction.
+            # sums and (alpha != 1) that of p in one reduction.
             data[:2].mul_(shares)
-            torch.sum(data, dim=2, out=table[SHARE_B_SUM : SHARE_SUM + 1])
+            if alpha == 1.0:  # the sum of p is b_sum * inverse (per_example_stage)
+                torch.sum(data[:2], dim=2, out=table[SHARE_B_SUM : SHARE_L_SUM + 1])
+            else:
+                torch.sum(data, dim=2, out=table[SHARE_B_SUM : SHARE_SUM + 1])
 
         with xp.errors_ignored():
             values, coefficients, inputs_valid = per_example_stage(

@@ -231,14 +231,18 @@ def per_example_stage(
     else:
         # Rows whose valid b are all 0 (and empty rows) have no share mass: their shares are
         # uniform, 1/n_i on the mask row (and their b sums are 0, so btok = bbar = 0 there).
-        if plan.alpha == 1.0:  # p = b * inverse, inverse = 1 / max(b_sum, tiny)
-            share_sum = b_sum / xp.at_least(b_sum, torch.finfo(plan.dtype).tiny)
+        if plan.alpha == 1.0:
+            # p = b * inverse with inverse = 1 / max(b_sum, tiny): sum(p) = b_sum * inverse,
+            # and the table holds |p| (the row norm), sum(p*b) being sum(p^2) / inverse.
+            b_scale = xp.at_least(b_sum, torch.finfo(plan.dtype).tiny)
+            share_sum = b_sum / b_scale
+            share_b_sum = table[SHARE_B_SUM] * table[SHARE_B_SUM] * b_scale
         else:
-            share_sum = table[SHARE_SUM]
+            share_sum, share_b_sum = table[SHARE_SUM], table[SHARE_B_SUM]
         fallback = share_sum == 0
         share_sum = xp.where(fallback, n, share_sum)
         share_l_sum = xp.where(fallback, l_sum, table[SHARE_L_SUM])
-        token_b = table[SHARE_B_SUM] / share_sum
+        token_b = share_b_sum / share_sum
         # kappa = btok/bbar, and 1 where bbar = 0 (the 0/0 of the other branch is dropped).
         kappa = xp.where(b_mean > 0, token_b / b_mean, 1.0)
 
@@ -313,7 +317,7 @@ class ReconstructionStack(torch.autograd.Function):
         # for alpha > 0 the share numerators p. table: the per-example sums (see B_SUM...).
         keep = keep_mask(valid, dtype)
         integer = keep.dtype
-        data = l.new_empty((2 if alpha == 0.0 else 3, batch, length))
+        data = l.new_empty((2 if alpha in (0.0, 1.0) else 3, batch, length))
         data_bits = data.view(integer)
         torch.mul(b.view(integer), keep, out=data_bits[0])
         torch.mul(l.view(integer), keep, out=data_bits[1])
@@ -327,41 +331,40 @@ class ReconstructionStack(torch.autograd.Function):
         xp = arrays_for(l.device, dtype)
         host_table = xp.asarray(table)  # on the CPU, a view that follows the writes above
         shares = None
-        if alpha != 0.0:
+        if alpha == 1.0:
+            # p = b/sum(b), in place of b: the shares of (b/b_max)^1 without a max pass or a
+            # power (the row sum lies in [b_max, T*b_max]: nothing overflows or underflows).
+            # Then sum(p*l), and sum(p*b) = sum(p^2) * sum(b) from the row norm of p.
+            inverse = 1.0 / xp.at_least(host_table[B_SUM], torch.finfo(dtype).tiny)
+            shares = b_valid.mul_(xp.tensor(inverse[:, None]))
+            torch.sum(data[1].mul_(shares), dim=1, out=table[SHARE_L_SUM])
+            torch.linalg.vector_norm(shares, dim=1, out=table[SHARE_B_SUM])
+        elif alpha != 0.0:
             shares = data[2]
-            if alpha == 1.0:
-                # b/sum(b): the shares of (b/b_max)^1 without a max pass or a power; the row
-                # sum lies in [b_max, T*b_max], so nothing overflows or underflows.
-                inverse = 1.0 / xp.at_least(host_table[B_SUM], torch.finfo(dtype).tiny)
-                torch.mul(b_valid, xp.tensor(inverse[:, None]), out=shares)
+            # (b/s)^alpha with s the row sum when no share can underflow that way (the
+            # largest is at least T^-alpha >= 2^-64), else the row maximum, which maps to
+            # exactly 1 (a division, not a reciprocal) so that the share sum is >= 1.
+            if alpha * math.log2(max(length, 2)) <= 64.0:
+                scale = host_table[B_SUM]
             else:
-                # (b/s)^alpha with s the row sum when no share can underflow that way (the
-                # largest is at least T^-alpha >= 2^-64), else the row maximum, which maps to
-                # exactly 1 (a division, not a reciprocal) so that the share sum is >= 1.
-                if alpha * math.log2(max(length, 2)) <= 64.0:
-                    scale = host_table[B_SUM]
-                else:
-                    if length:
-                        torch.amax(b_valid, dim=1, out=table[B_MAX])
-                    scale = host_table[B_MAX]
-                scale = xp.tensor(xp.where(scale > 0, scale, 1.0)[:, None])
-                if alpha == 0.5:
-                    # rsqrt(|s/b|): sqrt is slow on zeros (padding) on some CPUs, rsqrt of
-                    # inf is not; the abs maps b = -0.0 to +inf like +0.0 (a negative b is
-                    # a validation error anyway).
-                    torch.div(scale, b_valid, out=shares).abs_().rsqrt_()
-                else:
-                    # An alpha below the dtype's smallest normal gives the same shares (1 for
-                    # b > 0, to rounding) and keeps 0^alpha = 0 where it would round to 0^0.
-                    exponent = max(alpha, torch.finfo(dtype).tiny)
-                    torch.div(b_valid, scale, out=shares).pow_(exponent)
+                if length:
+                    torch.amax(b_valid, dim=1, out=table[B_MAX])
+                scale = host_table[B_MAX]
+            scale = xp.tensor(xp.where(scale > 0, scale, 1.0)[:, None])
+            if alpha == 0.5:
+                # rsqrt(|s/b|): sqrt is slow on zeros (padding) on some CPUs, rsqrt of
+                # inf is not; the abs maps b = -0.0 to +inf like +0.0 (a negative b is
+                # a validation error anyway).
+                torch.div(scale, b_valid, out=shares).abs_().rsqrt_()
+            else:
+                # An alpha below the dtype's smallest normal gives the same shares (1 for
+                # b > 0, to rounding) and keeps 0^alpha = 0 where it would round to 0^0.
+                exponent = max(alpha, torch.finfo(dtype).tiny)
+                torch.div(b_valid, scale, out=shares).pow_(exponent)
             # p*b and p*l in place (the masked b and l are not needed any more), then their
-            # sums and (alpha != 1) that of p in one reduction.
+            # sums and that of p in one reduction.
             data[:2].mul_(shares)
-            if alpha == 1.0:  # the sum of p is b_sum * inverse (per_example_stage)
-                torch.sum(data[:2], dim=2, out=table[SHARE_B_SUM : SHARE_L_SUM + 1])
-            else:
-                torch.sum(data, dim=2, out=table[SHARE_B_SUM : SHARE_SUM + 1])
+            torch.sum(data, dim=2, out=table[SHARE_B_SUM : SHARE_SUM + 1])
 
         with xp.errors_ignored():
             values, coefficients, inputs_valid = per_example_stage(

@@ -2,7 +2,9 @@
 
 Run from the repository root (the figures in README.md, "Performance", come from it):
 
-    python benchmarks/bench_stack.py
+    python benchmarks/bench_stack.py                 # all sections, on the CPU
+    python benchmarks/bench_stack.py --only stack    # one section (repeatable)
+    python benchmarks/bench_stack.py --device cuda   # the same on a GPU, where there is one
 
 Every section measures its candidates in one process, in interleaved rounds (each round
 times every candidate once, in an order rotated from round to round), so that drifts in the
@@ -21,10 +23,12 @@ Sections:
 ``logits``
     B = 4, T = 512, V = 32000, float32: the cross-entropy of the model's logits (with grad)
     and of the z-free logits (without grad), then the stack and backward; over the same two
-    cross-entropy passes with the plain masked mean in place of the stack, in time and in
-    peak memory.
+    cross-entropy passes alone (with the plain masked mean as the loss to backward through),
+    in time and in peak memory.
 ``conformance``
-    Examples per second of the conformance run, when ``properties.runner`` is importable.
+    Examples per second of the conformance run (every default invariant of ``properties``
+    against the bundled implementation, in this process, ``--conformance-examples`` each),
+    when ``properties.runner`` is importable; otherwise the section says it is skipped.
 
 Peak memory. On CUDA it is ``torch.cuda.max_memory_allocated`` over the step, less what was
 allocated when it began. On the CPU there is no allocator statistic, so the step runs under
@@ -338,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only", choices=("stack", "logits", "conformance"), action="append", default=None
     )
     parser.add_argument("--rounds", type=int, default=15, help="rounds of the stack section")
-    parser.add_argument("--logits-rounds", type=int, default=7)
+    parser.add_argument("--logits-rounds", type=int, default=9)
     parser.add_argument(
         "--conformance-examples", type=int, default=50, help="examples per invariant"
     )
@@ -357,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     if "conformance" in sections:
         conformance_section(args.conformance_examples)
     print(f"\ntargets: {'all met' if met else 'NOT all met'}")
+    print(machine_description().split("; ")[-1])  # the load at the end
     return 0
 
 

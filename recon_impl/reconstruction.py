@@ -98,6 +98,12 @@ def compute_dtype(*dtypes: torch.dtype) -> torch.dtype:
     return promoted if torch.finfo(promoted).bits >= 32 else torch.float32
 
 
+def _functorch_transforms_active() -> bool:
+    """Whether a ``torch.func`` transform (grad, vmap, ...) is tracing this call."""
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    return bool(active()) if active is not None else False
+
+
 def reconstruction_losses(
     token_nll: Tensor,
     zfree_token_nll: Tensor,
@@ -128,7 +134,7 @@ def reconstruction_losses(
 
     Eagerly, the stack runs as one fused autograd node (``recon_impl.fused``); under
     ``torch.compile`` it is traced from the plain formulation below, which compiles without
-    a graph break when ``validate=False``.
+    a graph break when ``validate=False``, and so it runs under ``torch.func`` transforms.
     """
     if validate:
         if not isinstance(config, ReconstructionLossConfig):
@@ -140,7 +146,7 @@ def reconstruction_losses(
         valid = mask if mask.dtype == torch.bool else mask != 0
 
     dtype = compute_dtype(token_nll.dtype, zfree_token_nll.dtype)
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or _functorch_transforms_active():
         values = traceable_reconstruction_losses(
             token_nll, zfree_token_nll, valid, config, dtype=dtype, validate=validate
         )

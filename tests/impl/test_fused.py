@@ -383,3 +383,27 @@ def test_alpha_below_the_smallest_normal_gives_zero_surprisal_no_share(arithmeti
     assert losses.token_concentration_factor.item() == 2.0
     losses.token_weighted_reconstruction_loss.backward()
     assert l.grad.tolist() == [[1.0, 0.0, 0.0]]
+
+
+def test_torch_func_transforms_use_the_plain_formulation() -> None:
+    l, b, mask = awkward_batch(0)
+    cfg = config(1.3)
+
+    def total(token_nll):
+        return reconstruction_losses(token_nll, b, mask, cfg).total_reconstruction_loss
+
+    grad = torch.func.grad(total)(l.clone())
+    leaf = l.clone().requires_grad_()
+    total(leaf).backward()
+    rtol = output_tolerance(torch.float64, length=7, alpha=1.3).rtol
+    torch.testing.assert_close(grad, leaf.grad, rtol=rtol, atol=1e-15)
+
+    def row_total(l_row, b_row, mask_row):
+        losses = reconstruction_losses(
+            l_row[None], b_row[None], mask_row[None], cfg, validate=False
+        )
+        return losses.total_reconstruction_loss
+
+    per_row = torch.func.vmap(row_total)(l, b, mask)
+    expected = torch.stack([row_total(*row) for row in zip(l, b, mask, strict=True)])
+    torch.testing.assert_close(per_row, expected, rtol=rtol, atol=1e-15, equal_nan=True)

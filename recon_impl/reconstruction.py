@@ -43,6 +43,7 @@ import torch
 from torch import Tensor
 
 from recon_impl.config import ReconstructionLossConfig
+from recon_impl.fused import ReconstructionStack, StackPlan
 from recon_impl.validation import check_tensor_metadata, raise_for_invalid_values
 
 RECONSTRUCTION_TERM_NAMES: tuple[str, ...] = (
@@ -85,7 +86,7 @@ class ReconstructionLosses(Mapping[str, Tensor]):
         return len(RECONSTRUCTION_LOSS_NAMES)
 
     def __repr__(self) -> str:
-        body = ", ".join(f"{k}={float(v):.6g}" for k, v in self.items())
+        body = ", ".join(f"{k}={float(v.detach()):.6g}" for k, v in self.items())
         return f"ReconstructionLosses({body})"
 
 
@@ -95,6 +96,12 @@ def compute_dtype(*dtypes: torch.dtype) -> torch.dtype:
     for dtype in dtypes[1:]:
         promoted = torch.promote_types(promoted, dtype)
     return promoted if torch.finfo(promoted).bits >= 32 else torch.float32
+
+
+def _functorch_transforms_active() -> bool:
+    """Whether a ``torch.func`` transform (grad, vmap, ...) is tracing this call."""
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    return bool(active()) if active is not None else False
 
 
 def reconstruction_losses(
@@ -117,10 +124,17 @@ def reconstruction_losses(
         validate: check the inputs (MATH.md, "Errors") and raise ``ValueError`` on bad
             ones. Switch off only on a hot path whose inputs are known to be good: the
             checks then cost nothing, and bad inputs give NaN or inf instead of an error.
+            The checks read per-example reductions the stack computes anyway, with one host
+            sync; only when one trips is the data scanned to name the bad position.
 
     Returns:
         ``ReconstructionLosses``: eight 0-dim tensors in float32 or better, on the inputs'
-        device. ``total_reconstruction_loss`` is differentiable with respect to ``token_nll``.
+        device. ``total_reconstruction_loss`` is differentiable with respect to ``token_nll``,
+        and so is each of the five terms on its own.
+
+    Eagerly, the stack runs as one fused autograd node (``recon_impl.fused``); under
+    ``torch.compile`` it is traced from the plain formulation below, which compiles without
+    a graph break when ``validate=False``, and so it runs under ``torch.func`` transforms.
     """
     if validate:
         if not isinstance(config, ReconstructionLossConfig):
@@ -132,6 +146,31 @@ def reconstruction_losses(
         valid = mask if mask.dtype == torch.bool else mask != 0
 
     dtype = compute_dtype(token_nll.dtype, zfree_token_nll.dtype)
+    if torch.compiler.is_compiling() or _functorch_transforms_active():
+        values = traceable_reconstruction_losses(
+            token_nll, zfree_token_nll, valid, config, dtype=dtype, validate=validate
+        )
+    else:
+        plan = StackPlan.from_config(config, dtype, validate)
+        values = ReconstructionStack.apply(token_nll, zfree_token_nll.detach(), valid, plan)
+    return ReconstructionLosses(*values)
+
+
+def traceable_reconstruction_losses(
+    token_nll: Tensor,
+    zfree_token_nll: Tensor,
+    valid: Tensor,
+    config: ReconstructionLossConfig,
+    *,
+    dtype: torch.dtype,
+    validate: bool,
+) -> tuple[Tensor, ...]:
+    """The stack in plain differentiable torch ops, for ``torch.compile`` to trace.
+
+    ``valid`` is the bool mask; returns the eight values in ``RECONSTRUCTION_LOSS_NAMES``
+    order. Autograd differentiates it; the eager path's fused backward gives the same
+    gradient (MATH.md, "Gradients").
+    """
     alpha = config.token_weight_alpha
     epsilon = config.example_inverse_surprisal_epsilon
     scale = config.zfree_reference_scale
@@ -174,7 +213,7 @@ def reconstruction_losses(
 
     if validate:
         # NaN or inf at a valid position shows in the per-example sums, a negative b in
-        # the row minimum: no extra pass over the data.
+        # the row minimum.
         b_min = b_valid.amin(dim=1)
         problems = [~torch.isfinite(l_sum).all(), ~torch.isfinite(b_sum).all(), (b_min < 0).any()]
         problems.append(~kept.any())
@@ -200,13 +239,13 @@ def reconstruction_losses(
         + config.token_weighted_weight * token_weighted
         + config.normalized_concentration_corrected_token_weighted_weight * concentration_corrected
     )
-    return ReconstructionLosses(
-        reconstruction_loss=raw,
-        distribution_normalized_reconstruction_loss=distribution_normalized,
-        example_inverse_surprisal_weighted_reconstruction_loss=example_inverse_surprisal,
-        token_weighted_reconstruction_loss=token_weighted,
-        normalized_concentration_corrected_token_weighted_reconstruction_loss=concentration_corrected,
-        token_weighted_base_loss=batch_mean(token_weighted_b),
-        token_concentration_factor=batch_mean(kappa),
-        total_reconstruction_loss=total,
+    return (
+        raw,
+        distribution_normalized,
+        example_inverse_surprisal,
+        token_weighted,
+        concentration_corrected,
+        batch_mean(token_weighted_b).detach(),
+        batch_mean(kappa).detach(),
+        total,
     )

@@ -1,0 +1,409 @@
+"""The fused eager path against the plain formulation, its gradients, masking and validation.
+
+The plain formulation (``traceable_reconstruction_losses``, differentiated by autograd, in
+float64) is the reference; the fused path must agree with it within the project's tolerance
+table, for every term and its gradient, on both of its arithmetic back ends (numpy for CPU
+tensors, torch elsewhere: the latter is forced here to test the CUDA code path on the CPU).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import recon_impl.fused as fused
+from properties.tolerances import output_tolerance
+from recon_impl import (
+    RECONSTRUCTION_LOSS_NAMES,
+    RECONSTRUCTION_TERM_NAMES,
+    ReconstructionLossConfig,
+    reconstruction_losses,
+)
+from recon_impl.reconstruction import traceable_reconstruction_losses
+
+NAN, INF = math.nan, math.inf
+
+
+def config(alpha: float, epsilon: float = 0.1, **weights: float) -> ReconstructionLossConfig:
+    defaults = dict(
+        raw_weight=0.5,
+        distribution_normalized_weight=0.25,
+        example_inverse_surprisal_weight=0.75,
+        token_weighted_weight=1.5,
+        normalized_concentration_corrected_token_weighted_weight=2.0,
+    )
+    return ReconstructionLossConfig(
+        **{**defaults, **weights},
+        token_weight_alpha=alpha,
+        example_inverse_surprisal_epsilon=epsilon,
+        zfree_reference_scale=3.0,
+    )
+
+
+def awkward_batch(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """float64 l, b, mask: padded junk, an empty row, an all-zero-b row (uniform fallback),
+    zero and -0.0 surprisals, a row of tiny b, signed l."""
+    generator = torch.Generator().manual_seed(seed)
+    l = torch.randn(6, 7, generator=generator, dtype=torch.float64) * 3
+    b = torch.rand(6, 7, generator=generator, dtype=torch.float64) * 5
+    mask = torch.rand(6, 7, generator=generator) > 0.3
+    mask[:, 0] = True
+    mask[1] = False  # dropped example
+    b[2] = 0.0  # no share mass: uniform shares, kappa = 1
+    b[3, 1] = 0.0
+    b[3, 2] = -0.0
+    b[4] = b[4] * 1e-300  # tiny in float64, 0 in float32 (then also a row without share mass)
+    junk = torch.tensor([NAN, INF, -INF, 1e30, -7.0], dtype=torch.float64)
+    fill = junk[torch.arange(l.numel()) % len(junk)].view_as(l)
+    return torch.where(mask, l, fill), torch.where(mask, b, fill.flip(1)), mask
+
+
+def oracle(l, b, mask, cfg, dtype):
+    """float64 values and gradients of the plain formulation on the rounded inputs."""
+    l64 = l.detach().to(dtype).double().requires_grad_()
+    b64 = b.to(dtype).double()
+    values = traceable_reconstruction_losses(
+        l64, b64, mask, cfg, dtype=torch.float64, validate=False
+    )
+    grads = [torch.autograd.grad(v, l64, retain_graph=True)[0] for v in values[:5]]
+    grads.append(torch.autograd.grad(values[7], l64)[0])
+    scale = traceable_reconstruction_losses(
+        l64.detach().abs(), b64, mask, cfg, dtype=torch.float64, validate=False
+    )
+    return values, grads, scale
+
+
+def assert_agrees(l, b, mask, cfg, input_dtype=torch.float64) -> None:
+    low = l.to(input_dtype).requires_grad_()
+    losses = reconstruction_losses(low, b.to(input_dtype), mask, cfg)
+    expected, expected_grads, scale = oracle(l, b, mask, cfg, input_dtype)
+    tolerance = output_tolerance(input_dtype, length=l.shape[1], alpha=cfg.token_weight_alpha)
+    for index, name in enumerate(RECONSTRUCTION_LOSS_NAMES):
+        observed = losses[name].item()
+        assert tolerance.allows(observed, expected[index].item(), scale[index].item()), (
+            name,
+            observed,
+            expected[index].item(),
+        )
+    outputs = [losses[name] for name in (*RECONSTRUCTION_TERM_NAMES, "total_reconstruction_loss")]
+    for name, output, expected_grad in zip(
+        [*RECONSTRUCTION_TERM_NAMES, "total"], outputs, expected_grads, strict=True
+    ):
+        (grad,) = torch.autograd.grad(output, low, retain_graph=True)
+        assert grad.dtype == input_dtype
+        assert torch.all(grad[~mask] == 0), name
+        # entries are >= 0 (weights >= 0, b >= 0); one far below the largest may underflow,
+        # and the gradient is rounded to the input dtype
+        rtol = tolerance.rtol + torch.finfo(input_dtype).eps
+        scale = expected_grad.abs().max().item()
+        torch.testing.assert_close(grad.double(), expected_grad, rtol=rtol, atol=rtol * scale)
+
+
+@pytest.fixture(params=["numpy", "torch"])
+def arithmetic(request, monkeypatch):
+    """Both back ends of the per-example arithmetic; 'torch' is what runs on CUDA."""
+    if request.param == "torch":
+        monkeypatch.setattr(fused, "arrays_for", lambda device, dtype: fused._DeviceArrays(dtype))
+    return request.param
+
+
+# 0: uniform, 0.5: rsqrt route, 1: b/sum b, 2: pow of b/sum b, 1.3: generic pow,
+# 40: alpha * log2(T) > 64, so normalised by the row maximum, 1e30: all weight on the max.
+ALPHAS = [0.0, 0.5, 1.0, 2.0, 1.3, 40.0, 1e30]
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+@pytest.mark.parametrize("input_dtype", [torch.float64, torch.float32])
+def test_values_and_each_terms_gradient_match_the_plain_formulation(
+    arithmetic, alpha: float, input_dtype: torch.dtype
+) -> None:
+    for seed in range(3):
+        l, b, mask = awkward_batch(seed)
+        assert_agrees(l, b, mask, config(alpha), input_dtype)
+
+
+@pytest.mark.parametrize("input_dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_inputs(arithmetic, input_dtype: torch.dtype) -> None:
+    l, b, mask = awkward_batch(1)
+    assert_agrees(l.clamp(-60, 60), b.clamp(0, 60), mask, config(1.0), input_dtype)
+
+
+def test_mixed_upstream_gradients(arithmetic) -> None:
+    # backward through a combination of single terms and the total
+    l, b, mask = awkward_batch(2)
+    cfg = config(2.0)
+    leaf = l.clone().requires_grad_()
+    losses = reconstruction_losses(leaf, b, mask, cfg)
+    combined = (
+        0.7 * losses.reconstruction_loss
+        + 1.3 * losses.normalized_concentration_corrected_token_weighted_reconstruction_loss
+        + 0.5 * losses.total_reconstruction_loss
+        - 0.25 * losses.example_inverse_surprisal_weighted_reconstruction_loss
+    )
+    combined.backward()
+    reference = l.clone().requires_grad_()
+    values = traceable_reconstruction_losses(
+        reference, b, mask, cfg, dtype=torch.float64, validate=False
+    )
+    (0.7 * values[0] + 1.3 * values[4] + 0.5 * values[7] - 0.25 * values[2]).backward()
+    rtol = output_tolerance(torch.float64, length=7, alpha=2.0).rtol
+    torch.testing.assert_close(leaf.grad, reference.grad, rtol=rtol, atol=1e-15)
+
+
+def test_gradcheck(arithmetic) -> None:
+    l, b, mask = awkward_batch(3)
+    cfg = config(1.3)
+
+    def terms(token_nll):
+        losses = reconstruction_losses(token_nll, b, mask, cfg)
+        return tuple(
+            losses[name] for name in (*RECONSTRUCTION_TERM_NAMES, "total_reconstruction_loss")
+        )
+
+    leaf = torch.where(mask, l, 0.0).requires_grad_()
+    assert torch.autograd.gradcheck(terms, (leaf,), eps=1e-6, atol=1e-8)
+
+
+def test_diagnostics_and_zfree_carry_no_gradient() -> None:
+    l, b, mask = awkward_batch(0)
+    leaf = l.clone().requires_grad_()
+    zfree = b.clone().requires_grad_()
+    losses = reconstruction_losses(leaf, zfree, mask, config(1.0))
+    assert not losses.token_weighted_base_loss.requires_grad
+    assert not losses.token_concentration_factor.requires_grad
+    assert all(losses[name].requires_grad for name in RECONSTRUCTION_TERM_NAMES)
+    losses.total_reconstruction_loss.backward()
+    assert zfree.grad is None
+    # only the z-free losses requiring grad: nothing requires grad
+    only_b = reconstruction_losses(l, zfree, mask, config(1.0))
+    assert not any(value.requires_grad for value in only_b.values())
+
+
+def test_backward_twice_with_retain_graph_and_no_grad_calls() -> None:
+    l, b, mask = awkward_batch(0)
+    leaf = l.clone().requires_grad_()
+    total = reconstruction_losses(leaf, b, mask, config(2.0)).total_reconstruction_loss
+    total.backward(retain_graph=True)
+    first = leaf.grad.clone()
+    total.backward()
+    torch.testing.assert_close(leaf.grad, 2 * first)
+    with torch.no_grad():
+        values = reconstruction_losses(leaf, b, mask, config(2.0))
+    assert not values.total_reconstruction_loss.requires_grad
+    with torch.inference_mode():
+        reconstruction_losses(l, b, mask, config(2.0))
+
+
+def test_non_contiguous_and_expanded_inputs() -> None:
+    l, b, mask = awkward_batch(4)
+    cfg = config(1.0)
+    expected = reconstruction_losses(l, b, mask, cfg)
+    transposed = reconstruction_losses(
+        l.t().contiguous().t(), b.t().contiguous().t(), mask.t().contiguous().t(), cfg
+    )
+    strided = reconstruction_losses(
+        torch.stack([l, l], -1)[..., 0], torch.stack([b, b], -1)[..., 1], mask, cfg
+    )
+    for name in RECONSTRUCTION_LOSS_NAMES:
+        assert transposed[name].item() == expected[name].item()
+        assert strided[name].item() == expected[name].item()
+    row = reconstruction_losses(
+        l[:1].expand(3, -1), b[:1].expand(3, -1), mask[:1].expand(3, -1), cfg
+    )
+    single = reconstruction_losses(l[:1], b[:1], mask[:1], cfg)
+    torch.testing.assert_close(row.total_reconstruction_loss, single.total_reconstruction_loss)
+
+
+@pytest.mark.parametrize("alpha", [0.5, 2.0])
+def test_negative_zero_surprisal_counts_as_zero(alpha: float) -> None:
+    l, b, mask = awkward_batch(0)
+    b = b.abs()
+    positive = reconstruction_losses(l, b, mask, config(alpha))
+    b_negative_zero = torch.where(b == 0, -0.0, b)
+    negative = reconstruction_losses(l, b_negative_zero, mask, config(alpha))
+    for name in RECONSTRUCTION_LOSS_NAMES:
+        assert negative[name].item() == positive[name].item()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+def test_zero_padded_is_where_bit_for_bit(dtype: torch.dtype) -> None:
+    finfo = torch.finfo(dtype)
+    specials = torch.tensor(
+        [NAN, -NAN, INF, -INF, 0.0, -0.0, finfo.max, -finfo.max, finfo.tiny, 1.5], dtype=dtype
+    )
+    subnormal = torch.tensor([finfo.tiny], dtype=dtype) / 4
+    values = torch.cat([specials, subnormal, -subnormal, torch.randn(20).to(dtype)])
+    integer = fused._INTEGER_VIEW[values.element_size()]
+    # NaN payloads: every bit pattern of the exponent-all-ones family survives or clears
+    payloads = values.view(integer).clone()
+    payloads[0] = payloads[0] | 5
+    values = payloads.view(dtype)
+    grid = values.repeat(3, 1)
+    valid = torch.rand(grid.shape, generator=torch.Generator().manual_seed(0)) > 0.5
+    cleared = fused.zero_padded(grid, valid.to(integer))
+    expected = torch.where(valid, grid, torch.zeros((), dtype=dtype))
+    assert torch.equal(cleared.view(integer), expected.view(integer))
+
+
+class AtenLog(TorchDispatchMode):
+    """Names of the aten ops whose inputs include a tensor of ``numel`` elements."""
+
+    def __init__(self, numel: int) -> None:
+        super().__init__()
+        self.numel = numel
+        self.full_passes: list[str] = []
+        self.syncs = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        inputs = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        name = func.overloadpacket.__name__
+        if name == "_local_scalar_dense":
+            self.syncs += 1
+        elif any(t.numel() == self.numel for t in inputs) and name not in (
+            "view",
+            "select",
+            "slice",
+            "detach",
+            "alias",
+            "unsqueeze",
+            "expand",
+            "empty",
+            "empty_like",
+            "new_empty",
+        ):
+            self.full_passes.append(name)
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5, 1.0, 2.0])
+def test_validation_adds_only_the_row_minimum_and_one_sync(monkeypatch, alpha: float) -> None:
+    # The device back end (forced on the CPU) shows the host syncs as _local_scalar_dense.
+    monkeypatch.setattr(fused, "arrays_for", lambda device, dtype: fused._DeviceArrays(dtype))
+
+    def scan(*args, **kwargs):
+        raise AssertionError("the data was scanned although the inputs are valid")
+
+    monkeypatch.setattr(fused, "raise_for_invalid_values", scan)
+    generator = torch.Generator().manual_seed(0)
+    l = torch.rand(8, 64, generator=generator)
+    b = torch.rand(8, 64, generator=generator)
+    mask = torch.rand(8, 64, generator=generator) > 0.2
+    logs = {}
+    for validate in (False, True):
+        with AtenLog(l.numel()) as log:
+            reconstruction_losses(l, b, mask, config(alpha), validate=validate)
+        logs[validate] = log
+    extra = list(logs[True].full_passes)
+    for name in logs[False].full_passes:
+        extra.remove(name)
+    assert extra == ["amin"]
+    assert logs[False].syncs == 0
+    assert logs[True].syncs == 1
+
+
+def test_validation_still_finds_every_error(arithmetic) -> None:
+    l, b, mask = awkward_batch(0)
+    cfg = config(0.5)
+    for bad_l, bad_b, pattern in [
+        (
+            l.masked_fill(~mask, 0).index_put(
+                (torch.tensor([0]), torch.tensor([0])), torch.tensor(NAN, dtype=torch.float64)
+            ),
+            b,
+            "token_nll must be finite",
+        ),
+        (
+            l,
+            b.index_put(
+                (torch.tensor([0]), torch.tensor([0])), torch.tensor(INF, dtype=torch.float64)
+            ),
+            "zfree_token_nll must be finite",
+        ),
+        (
+            l,
+            b.index_put(
+                (torch.tensor([0]), torch.tensor([0])), torch.tensor(-1e-40, dtype=torch.float64)
+            ),
+            "zfree_token_nll must be >= 0",
+        ),
+    ]:
+        with pytest.raises(ValueError, match=pattern):
+            reconstruction_losses(bad_l, bad_b, mask, cfg)
+    zero_row = b.clone()
+    zero_row[0] = 0.0
+    with pytest.raises(ValueError, match="example_inverse_surprisal_epsilon = 0"):
+        reconstruction_losses(l, zero_row, mask, config(0.5, epsilon=0.0))
+    with pytest.raises(ValueError, match="at least one valid token"):
+        reconstruction_losses(l, b, torch.zeros_like(mask), cfg)
+
+
+def test_zero_length_batch_without_validation_gives_nan() -> None:
+    for shape in [(0, 4), (3, 0)]:
+        losses = reconstruction_losses(
+            torch.ones(shape),
+            torch.ones(shape),
+            torch.ones(shape, dtype=torch.bool),
+            config(2.0),
+            validate=False,
+        )
+        assert all(math.isnan(v.item()) for v in losses.values())
+
+
+def test_tiny_epsilon_keeps_values_and_gradients_finite(arithmetic) -> None:
+    # bbar = 0 with eps = 5e-324: 1/(bbar + eps) overflows, so the fused path divides by
+    # bbar + eps (values and gradients) instead of multiplying by its reciprocal.
+    l = torch.tensor([[0.0, 0.0], [2.0, 1.0]], dtype=torch.float64)
+    b = torch.tensor([[0.0, 0.0], [1.0, 3.0]], dtype=torch.float64)
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    for weight in (0.0, 1.0):
+        cfg = config(1.0, epsilon=5e-324, example_inverse_surprisal_weight=weight)
+        leaf = l.clone().requires_grad_()
+        losses = reconstruction_losses(leaf, b, mask, cfg)
+        expected = (0.0 + 1.5 / (2.0 + 5e-324)) / 2
+        assert losses.example_inverse_surprisal_weighted_reconstruction_loss.item() == (
+            pytest.approx(expected, rel=1e-15)
+        )
+        losses.total_reconstruction_loss.backward()
+        assert torch.isfinite(leaf.grad[1]).all()
+        if weight == 0.0:
+            assert torch.isfinite(leaf.grad).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_alpha_below_the_smallest_normal_gives_zero_surprisal_no_share(arithmetic, dtype) -> None:
+    cfg = config(1e-300, token_weighted_weight=1.0)
+    l = torch.tensor([[1.0, 5.0, 7.0]], dtype=dtype, requires_grad=True)
+    b = torch.tensor([[2.0, 0.0, 4.0]], dtype=dtype)
+    losses = reconstruction_losses(l, b, torch.tensor([[True, True, False]]), cfg)
+    assert losses.token_weighted_reconstruction_loss.item() == 1.0
+    assert losses.token_concentration_factor.item() == 2.0
+    losses.token_weighted_reconstruction_loss.backward()
+    assert l.grad.tolist() == [[1.0, 0.0, 0.0]]
+
+
+def test_torch_func_transforms_use_the_plain_formulation() -> None:
+    l, b, mask = awkward_batch(0)
+    cfg = config(1.3)
+
+    def total(token_nll):
+        return reconstruction_losses(token_nll, b, mask, cfg).total_reconstruction_loss
+
+    grad = torch.func.grad(total)(l.clone())
+    leaf = l.clone().requires_grad_()
+    total(leaf).backward()
+    rtol = output_tolerance(torch.float64, length=7, alpha=1.3).rtol
+    torch.testing.assert_close(grad, leaf.grad, rtol=rtol, atol=1e-15)
+
+    def row_total(l_row, b_row, mask_row):
+        losses = reconstruction_losses(
+            l_row[None], b_row[None], mask_row[None], cfg, validate=False
+        )
+        return losses.total_reconstruction_loss
+
+    per_row = torch.func.vmap(row_total)(l, b, mask)
+    expected = torch.stack([row_total(*row) for row in zip(l, b, mask, strict=True)])
+    torch.testing.assert_close(per_row, expected, rtol=rtol, atol=1e-15, equal_nan=True)

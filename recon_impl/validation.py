@@ -75,21 +75,8 @@ def raise_for_invalid_values(
     Called only after the cheap per-example checks flagged a problem; returns silently when
     the scan finds none (a finite sum that overflowed, for instance, is not an input error).
     """
-    for name, value in (("token_nll", token_nll), ("zfree_token_nll", zfree_token_nll)):
-        bad = mask & ~torch.isfinite(value)
-        if bool(bad.any()):
-            first = value[bad][0].item()
-            raise ValueError(
-                f"{name} must be finite at every position where mask is True; "
-                f"found {first} {_first_position(bad)}"
-            )
-    negative = mask & (zfree_token_nll < 0)
-    if bool(negative.any()):
-        first = zfree_token_nll[negative][0].item()
-        raise ValueError(
-            "zfree_token_nll must be >= 0 at every position where mask is True; "
-            f"found {first} {_first_position(negative)}"
-        )
+    _raise_if_not_finite("token_nll", token_nll, mask)
+    raise_for_invalid_zfree_values(zfree_token_nll, mask)
     valid_per_example = mask.sum(dim=1)
     if not bool((valid_per_example > 0).any()):
         raise ValueError("mask must select at least one valid token in the batch; it selects none")
@@ -111,17 +98,21 @@ def raise_for_invalid_zfree_values(
     ``where`` prefixes the message (``"batch 3: "``) for callers that stream many batches.
     Returns silently when both rules hold.
     """
-    bad = mask & ~torch.isfinite(zfree_token_nll)
-    if bool(bad.any()):
-        first = zfree_token_nll[bad][0].item()
-        raise ValueError(
-            f"{where}zfree_token_nll must be finite at every position where mask is True; "
-            f"found {first} {_first_position(bad)}"
-        )
+    _raise_if_not_finite("zfree_token_nll", zfree_token_nll, mask, where=where)
     negative = mask & (zfree_token_nll < 0)
     if bool(negative.any()):
         first = zfree_token_nll[negative][0].item()
         raise ValueError(
             f"{where}zfree_token_nll must be >= 0 at every position where mask is True; "
             f"found {first} {_first_position(negative)}"
+        )
+
+
+def _raise_if_not_finite(name: str, value: Tensor, mask: Tensor, *, where: str = "") -> None:
+    bad = mask & ~torch.isfinite(value)
+    if bool(bad.any()):
+        first = value[bad][0].item()
+        raise ValueError(
+            f"{where}{name} must be finite at every position where mask is True; "
+            f"found {first} {_first_position(bad)}"
         )

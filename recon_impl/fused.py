@@ -2,12 +2,13 @@ r"""The eager fast path of the reconstruction stack: a few passes over the data,
 
 All eight outputs come out of one ``torch.autograd.Function``. Its forward reads
 ``token_nll``, ``zfree_token_nll`` and the mask once each, clearing padded positions, and
-reduces them to the valid-token counts and a ``[7, B]`` table of per-example sums (of b, l,
-and for ``alpha > 0`` of p*b, p*l and the share numerators p; the row maximum and minimum of
-b where needed). Everything after that is arithmetic on ``[B]`` vectors, done in numpy for
-CPU tensors (where torch's per-call cost would dominate) and in torch elsewhere. The
-backward writes the gradient in one pass over the data, using that every term is linear in
-:math:`l` for fixed :math:`b`:
+reduces them to per-example sums: the valid-token counts, the sums of b and l, and for
+``alpha > 0`` those of p*b, p*l and the share numerators p (plus the row minimum of b for
+validation, and the row maximum where shares are scaled by it). Everything after that is
+arithmetic on ``[B]`` vectors (:func:`per_example_stage`), done in numpy for CPU tensors
+(where torch's per-call cost would dominate) and in torch elsewhere. The backward writes
+the gradient in one pass over the data, using that every term is linear in :math:`l` for
+fixed :math:`b`:
 
 .. math::
 
@@ -38,6 +39,12 @@ Validation reads the per-example results, with one host sync (none at all for CP
 tensors); only when a rule trips does
 :func:`~recon_impl.validation.raise_for_invalid_values` scan the data. The row minimum of b,
 for the sign rule, is the one read of the data it adds.
+
+Most of a call's cost at moderate sizes is per call, not per element (each torch call costs
+microseconds however small its tensors), so the code keeps the number of torch and numpy
+calls low: row views come from one ``unbind``, reductions return fresh tensors instead of
+writing into slices of a table, the ``[B]``-vector arithmetic writes its rows with ``out=``,
+and the per-plan constants are computed once per configuration (:class:`StackPlan`).
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -57,15 +64,18 @@ from recon_impl.config import ReconstructionLossConfig
 from recon_impl.validation import raise_for_invalid_values
 
 _INTEGER_VIEW = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+_NUMPY_DTYPE = {torch.float32: np.float32, torch.float64: np.float64}
 
-# Rows of the per-example table: the sums of b, l, p*b, p*l and p over valid positions,
-# the row maximum of b (for shares scaled by it) and its row minimum (for validation).
-B_SUM, L_SUM, SHARE_B_SUM, SHARE_L_SUM, SHARE_SUM, B_MAX, B_MIN = range(7)
+# Rows of the [8, B] per-example coefficients (see per_example_stage): per valid token,
+# d R_raw/dl and d R_dist/dl; per unit of p, d R_tok/dp and d R_cc/dp; btok and kappa;
+# bbar + eps (d R_ex/dl is UNIFORM over it); 1.0 where the shares fall back to uniform.
+UNIFORM, DISTRIBUTION, SHARE, CORRECTED, TOKEN_BASE, KAPPA, DIVISOR, ON_MASK = range(8)
 
 
 @dataclass(frozen=True)
 class StackPlan:
-    """Everything the fused stack needs besides the tensors (hashable, so cacheable)."""
+    """Everything the fused stack needs besides the tensors (hashable, so cacheable), with
+    the constants derived from it computed once."""
 
     dtype: torch.dtype
     alpha: float
@@ -73,6 +83,32 @@ class StackPlan:
     scale: float
     weights: tuple[float, float, float, float, float]
     validate: bool
+    # Derived (see __post_init__).
+    integer: torch.dtype = field(init=False, compare=False)
+    tiny: float = field(init=False, compare=False)
+    exponent: float = field(init=False, compare=False)
+    epsilon_vanishes: bool = field(init=False, compare=False)
+    data_rows: int = field(init=False, compare=False)
+    host_weights: np.ndarray = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        finfo = torch.finfo(self.dtype)
+        host_dtype = _NUMPY_DTYPE.get(self.dtype, np.float64)
+        derived = {
+            # the integer dtype as wide as dtype, for zero_padded
+            "integer": _INTEGER_VIEW[finfo.bits // 8],
+            "tiny": finfo.tiny,
+            # An alpha below the dtype's smallest normal gives the same shares (1 for b > 0,
+            # to rounding) and keeps 0^alpha = 0 where it would round to 0^0.
+            "exponent": max(self.alpha, finfo.tiny),
+            # epsilon rounds to 0 in dtype: bbar + eps is 0 on dropped rows (see below)
+            "epsilon_vanishes": bool(host_dtype(self.epsilon) == 0.0),
+            # b and l, and a row for the share numerators unless alpha is 0 or 1
+            "data_rows": 2 if self.alpha in (0.0, 1.0) else 3,
+            "host_weights": np.array(self.weights, dtype=host_dtype),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
     @staticmethod
     @functools.lru_cache(maxsize=256)
@@ -94,12 +130,10 @@ class StackPlan:
             validate=validate,
         )
 
-    @functools.cached_property
-    def total_gradient_map(self) -> tuple[float, float, float, float]:
-        """The total's gradient on the four coefficient columns (see ``per_example_stage``),
-        per unit of its upstream gradient: w_raw + w_dist/c, w_ex, w_tok, w_cc/c."""
-        w_raw, w_dist, w_ex, w_tok, w_cc = self.weights
-        return (w_raw + w_dist / self.scale, w_ex, w_tok, w_cc / self.scale)
+    def max_scaled(self, length: int) -> bool:
+        """Whether shares are scaled by the row maximum rather than the row sum (module
+        docstring): only when T^-alpha could underflow."""
+        return self.alpha * math.log2(max(length, 2)) > 64.0
 
 
 def keep_mask(valid: Tensor, dtype: torch.dtype) -> Tensor:
@@ -123,38 +157,58 @@ def zero_padded(x: Tensor, keep: Tensor, *, out: Tensor | None = None) -> Tensor
 class _HostArrays:
     """The per-example arithmetic in numpy, for CPU tensors (read without copying)."""
 
+    divide = staticmethod(np.divide)
+    multiply = staticmethod(np.multiply)
+    add = staticmethod(np.add)
+    matmul = staticmethod(np.matmul)
+    isfinite = staticmethod(np.isfinite)
+
     def __init__(self, dtype: torch.dtype) -> None:
-        self.dtype = np.float32 if dtype == torch.float32 else np.float64
+        self.dtype = _NUMPY_DTYPE[dtype]
 
     def asarray(self, tensor: Tensor) -> np.ndarray:
         return tensor.numpy()
 
-    def floating(self, x: np.ndarray) -> np.ndarray:
-        return x.astype(self.dtype)
+    def tensor(self, x: np.ndarray) -> Tensor:
+        return torch.from_numpy(x)
 
-    def zeros(self, shape: tuple[int, ...], like: np.ndarray) -> np.ndarray:
-        return np.zeros(shape, dtype=self.dtype)
+    def empty(self, shape: tuple[int, ...], like: np.ndarray) -> np.ndarray:
+        return np.empty(shape, dtype=self.dtype)
 
-    def vector(self, values: Any, like: np.ndarray) -> np.ndarray:
-        return np.array(values, dtype=self.dtype)
+    def at_least(self, x: np.ndarray, low: float) -> np.ndarray:
+        """max(x, low) in the floating dtype (x may hold integers)."""
+        return np.maximum(x, low, dtype=self.dtype)
+
+    def at_most(self, x: np.ndarray, high: float) -> np.ndarray:
+        """min(x, high) in the floating dtype (x may hold integers)."""
+        return np.minimum(x, high, dtype=self.dtype)
 
     def where(self, condition: Any, x: Any, y: Any) -> np.ndarray:
         return np.where(condition, x, y)
 
-    def at_least(self, x: np.ndarray, low: float) -> np.ndarray:
-        return np.maximum(x, low)
+    def ratio_or_one(self, numerator: np.ndarray, denominator: np.ndarray, out: np.ndarray) -> Any:
+        """numerator/denominator where denominator > 0, else 1 (no 0/0 is evaluated)."""
+        out.fill(1.0)
+        return np.divide(numerator, denominator, out=out, where=denominator > 0)
 
-    def at_most(self, x: np.ndarray, high: float) -> np.ndarray:
-        return np.minimum(x, high)
+    def weighted_sum(self, plan: StackPlan, x: np.ndarray) -> Any:
+        """sum_k w_k x_k over the five weights."""
+        return plan.host_weights @ x
+
+    def upstream(self, plan: StackPlan, grads: tuple[Tensor | None, ...]) -> np.ndarray:
+        """The upstream gradient of each term, a_k = g_k + w_k g_total (None counts as 0)."""
+        total = grads[7]
+        if total is None:
+            upstream = np.zeros(5, dtype=self.dtype)
+        else:
+            upstream = plan.host_weights * total.numpy()
+        for k in range(5):
+            if grads[k] is not None:
+                upstream[k] += grads[k].numpy()
+        return upstream
 
     def truth(self, x: Any) -> bool:
         return bool(x)
-
-    def all_finite(self, x: np.ndarray) -> Any:
-        return np.isfinite(x).all()
-
-    def tensor(self, x: np.ndarray) -> Tensor:
-        return torch.from_numpy(x)
 
     def errors_ignored(self) -> contextlib.AbstractContextManager[Any]:
         return np.errstate(divide="ignore", invalid="ignore", over="ignore")
@@ -163,135 +217,147 @@ class _HostArrays:
 class _DeviceArrays:
     """The same arithmetic in torch, on the tensors' own device (no host round trip)."""
 
+    divide = staticmethod(torch.div)
+    multiply = staticmethod(torch.mul)
+    add = staticmethod(torch.add)
+    matmul = staticmethod(torch.matmul)
+    isfinite = staticmethod(torch.isfinite)
+
     def __init__(self, dtype: torch.dtype) -> None:
         self.dtype = dtype
 
     def asarray(self, tensor: Tensor) -> Tensor:
         return tensor
 
-    def floating(self, x: Tensor) -> Tensor:
-        return x.to(self.dtype)
+    def tensor(self, x: Tensor) -> Tensor:
+        return x
 
-    def zeros(self, shape: tuple[int, ...], like: Tensor) -> Tensor:
-        return like.new_zeros(shape)
+    def empty(self, shape: tuple[int, ...], like: Tensor) -> Tensor:
+        return like.new_empty(shape, dtype=self.dtype)
 
-    def vector(self, values: Any, like: Tensor) -> Tensor:
-        if all(isinstance(v, Tensor) for v in values):
-            return torch.stack(values)
-        return torch.tensor(values, dtype=self.dtype, device=like.device)
+    def at_least(self, x: Tensor, low: float) -> Tensor:
+        return x.to(self.dtype).clamp(min=low)
+
+    def at_most(self, x: Tensor, high: float) -> Tensor:
+        return x.to(self.dtype).clamp(max=high)
 
     def where(self, condition: Any, x: Any, y: Any) -> Tensor:
         return torch.where(condition, x, y)
 
-    def at_least(self, x: Tensor, low: float) -> Tensor:
-        return x.clamp(min=low)
+    def ratio_or_one(self, numerator: Tensor, denominator: Tensor, out: Tensor) -> Tensor:
+        positive = denominator > 0
+        return out.copy_(torch.where(positive, numerator / denominator, 1.0))
 
-    def at_most(self, x: Tensor, high: float) -> Tensor:
-        return x.clamp(max=high)
+    def weighted_sum(self, plan: StackPlan, x: Tensor) -> Tensor:
+        # Python-float weights: no host-to-device copy
+        return sum((w * v for w, v in zip(plan.weights, x, strict=True)), x.new_zeros(()))
+
+    def upstream(self, plan: StackPlan, grads: tuple[Tensor | None, ...]) -> Tensor:
+        total = grads[7]
+        like = next(g for g in (*grads[:5], total) if g is not None)
+        parts = []
+        for k, w in enumerate(plan.weights):
+            part = like.new_zeros(()) if total is None else w * total
+            parts.append(part if grads[k] is None else part + grads[k])
+        return torch.stack(parts)
 
     def truth(self, x: Any) -> bool:
         return bool(x)  # the host sync
-
-    def all_finite(self, x: Tensor) -> Tensor:
-        return torch.isfinite(x).all()
-
-    def tensor(self, x: Tensor) -> Tensor:
-        return x
 
     def errors_ignored(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()
 
 
 def per_example_stage(
-    xp: _HostArrays | _DeviceArrays, plan: StackPlan, counts: Any, table: Any
+    xp: _HostArrays | _DeviceArrays,
+    plan: StackPlan,
+    counts: Any,
+    b_sum: Any,
+    l_sum: Any,
+    share_sums: tuple[Any, Any, Any] | None,
+    b_min: Any | None,
 ) -> tuple[Any, Any, bool]:
-    """From the valid-token counts and the ``[7, B]`` table to the eight values (in
-    ``RECONSTRUCTION_LOSS_NAMES`` order), the gradient coefficients and the validation
-    verdict (always True unless ``plan.validate``).
+    """From the per-example reductions to the eight values (in ``RECONSTRUCTION_LOSS_NAMES``
+    order), the ``[8, B]`` per-example coefficients and the validation verdict (always True
+    unless ``plan.validate``).
+
+    ``counts`` are the valid tokens per example, ``b_sum`` and ``l_sum`` the sums of b and l
+    over them, ``share_sums`` the sums of p*b, p*l and p (None for ``alpha == 0``) and
+    ``b_min`` the row minimum of b (None when not validating or when T = 0).
 
     Every term is linear in l: each is a per-example sum (of l, or of p*l for the
     share-weighted terms) times a per-example coefficient, summed over examples. Those
     coefficients are the term's gradient per valid token (per unit of p), and the backward
-    pass uses them as they are: the ``[5, B]`` rows d R_raw/dl, bbar + eps (d R_ex/dl is the
-    first over it), d R_tok/dp, d (c R_cc)/dp, and 1.0 where the shares fall back to uniform
-    (so that the share-row gradient moves to the mask row).
+    pass uses them as they are (rows ``UNIFORM`` to ``ON_MASK``).
     """
-    count = xp.floating(counts)
-    b_sum, l_sum = table[B_SUM], table[L_SUM]
-    epsilon, scale = plan.epsilon, plan.scale
-    n = xp.at_least(count, 1.0)  # empty rows: their sums are 0, so their means are 0
-    kept = xp.at_most(count, 1.0)  # 1.0 for kept examples, 0.0 for dropped ones
+    batch = b_sum.shape[0]
+    coefficients = xp.empty((8, batch), b_sum)
+    values = xp.empty((8,), b_sum)
+    n = xp.at_least(counts, 1)  # empty rows: their sums are 0, so their means are 0
+    kept = xp.at_most(counts, 1)  # 1.0 for kept examples, 0.0 for dropped ones
     kept_examples = kept.sum()  # B'
     weight = kept / kept_examples  # 1/B' for kept examples, 0 for dropped ones
     b_mean = b_sum / n
-    if plan.alpha == 0.0:
-        # Uniform shares 1/n_i (0^0 = 1): ltok = lbar, btok = bbar, kappa = 1.
-        fallback = None
-        share_sum, share_l_sum, token_b = n, l_sum, b_mean
+
+    # Per valid token: d R_raw/dl = weight/n and d R_dist/dl = weight/(n c); R_raw and
+    # R_dist are those rows times l_sum.
+    uniform = xp.divide(weight, n, out=coefficients[UNIFORM])
+    xp.divide(uniform, plan.scale, out=coefficients[DISTRIBUTION])
+    xp.matmul(coefficients[UNIFORM : DISTRIBUTION + 1], l_sum, out=values[0:2])
+    # R_ex = mean_i lbar_i / (bbar_i + eps): divided, not multiplied by a reciprocal, which
+    # overflows for a tiny eps (l_sum first, so that 0/tiny is 0). On dropped rows bbar = 0;
+    # where eps is 0 in the dtype, + 1 there keeps the divisor positive (their weight is 0).
+    divisor = coefficients[DIVISOR]
+    if plan.epsilon_vanishes:
+        xp.add(b_mean, 1.0 - kept, out=divisor)
     else:
+        xp.add(b_mean, plan.epsilon, out=divisor)
+    values[2] = (l_sum / divisor) @ uniform
+
+    if share_sums is None:
+        # alpha = 0: uniform shares 1/n_i (0^0 = 1): ltok = lbar, btok = bbar, kappa = 1, so
+        # R_tok = R_raw, R_cc = R_dist; the backward folds the share rows into the mask row.
+        values[3:5] = values[0:2]
+        values[5] = b_mean @ weight
+        values[6] = kept_examples / kept_examples  # 1 (NaN when no example is kept)
+    else:
+        share_b_sum, share_l_sum, share_sum = share_sums
         # Rows whose valid b are all 0 (and empty rows) have no share mass: their shares are
         # uniform, 1/n_i on the mask row (and their b sums are 0, so btok = bbar = 0 there).
-        if plan.alpha == 1.0:
-            # p = b * inverse with inverse = 1 / max(b_sum, tiny): sum(p) = b_sum * inverse,
-            # and the table holds |p| (the row norm), sum(p*b) being sum(p^2) / inverse.
-            b_scale = xp.at_least(b_sum, torch.finfo(plan.dtype).tiny)
-            share_sum = b_sum / b_scale
-            share_b_sum = table[SHARE_B_SUM] * table[SHARE_B_SUM] * b_scale
-        else:
-            share_sum, share_b_sum = table[SHARE_SUM], table[SHARE_B_SUM]
         fallback = share_sum == 0
         share_sum = xp.where(fallback, n, share_sum)
-        share_l_sum = xp.where(fallback, l_sum, table[SHARE_L_SUM])
-        token_b = share_b_sum / share_sum
-        # kappa = btok/bbar, and 1 where bbar = 0 (the 0/0 of the other branch is dropped).
-        kappa = xp.where(b_mean > 0, token_b / b_mean, 1.0)
-
-    # Per example and valid token: d/dl of R_raw; of R_ex, that over bbar + eps (kept as a
-    # divisor: its reciprocal overflows for a tiny eps); per unit of p, of R_tok and c*R_cc.
-    # The + (1 - kept) keeps bbar + eps positive on dropped rows (weight 0).
-    count_rows = b_sum.shape[0]
-    coefficients = xp.zeros((5, count_rows), b_sum)
-    uniform, divisor, share, share_cc, on_mask = coefficients
-    uniform[...] = weight / n
-    divisor[...] = (b_mean + epsilon) + (1.0 - kept)
-    share[...] = weight / share_sum
-    share_cc[...] = share if fallback is None else share / kappa
-    if fallback is not None:
-        on_mask[...] = fallback  # uniform shares live on the mask row
-    raw = uniform @ l_sum
-    example_inverse = (l_sum / n / divisor) @ weight
-    token_weighted = share @ share_l_sum
-    scaled_corrected = share_cc @ share_l_sum
-    if fallback is None:
-        base, concentration = token_b @ weight, kept_examples / kept_examples
-    else:
-        base, concentration = token_b @ weight, kappa @ weight
-    distribution, corrected = raw / scale, scaled_corrected / scale
-    w_raw, w_dist, w_ex, w_tok, w_cc = plan.weights
-    total = (
-        w_raw * raw
-        + w_dist * distribution
-        + w_ex * example_inverse
-        + w_tok * token_weighted
-        + w_cc * corrected
-    )
-    values = [raw, distribution, example_inverse, token_weighted, corrected]
-    values = xp.vector([*values, base, concentration, total], b_sum)
-    if b_sum.shape[0] == 0:
+        share_l_sum = xp.where(fallback, l_sum, share_l_sum)
+        token_base = xp.divide(share_b_sum, share_sum, out=coefficients[TOKEN_BASE])
+        # kappa = btok/bbar, and 1 where bbar = 0
+        kappa = xp.ratio_or_one(token_base, b_mean, out=coefficients[KAPPA])
+        # Per unit of p: d R_tok/dp = weight/sum(p), d R_cc/dp = that over kappa c.
+        share = xp.divide(weight, share_sum, out=coefficients[SHARE])
+        xp.divide(share, kappa * plan.scale, out=coefficients[CORRECTED])
+        coefficients[ON_MASK] = fallback  # uniform shares live on the mask row
+        xp.matmul(coefficients[SHARE : CORRECTED + 1], share_l_sum, out=values[3:5])
+        xp.matmul(coefficients[TOKEN_BASE : KAPPA + 1], weight, out=values[5:7])
+    values[7] = xp.weighted_sum(plan, values[0:5])  # the total, sum_k w_k R_k
+    if batch == 0:
         values = values * math.nan  # B = 0: no valid token, 0/0 like the other means
 
     valid = True
-    if plan.validate:
+    if plan.validate and batch == 0:
+        valid = False
+    elif plan.validate:
         # A NaN or inf at a valid position makes a per-example sum non-finite, and with it
         # a value (every kept example has a positive coefficient in R_raw, and b reaches
-        # btok or kappa); so does a kept example with bbar = 0 when epsilon = 0 (R_ex). A
-        # negative b makes the row minimum negative. One host sync (none with numpy).
-        checks = (kept_examples >= 1) & xp.all_finite(values)
-        valid = count_rows > 0 and xp.truth(checks & (table[B_MIN].min() >= 0))
+        # btok or kappa), and so the values' sum (which a finite overflow can also make
+        # inf: the scan then finds nothing); so does a kept example with bbar = 0 when
+        # epsilon = 0 (R_ex). A negative b makes the row minimum negative. One host sync
+        # (none with numpy).
+        checks = (kept_examples >= 1) & xp.isfinite(values.sum())
+        if b_min is not None:
+            checks = checks & (b_min.min() >= 0)
+        valid = xp.truth(checks)
     return values, coefficients, valid
 
 
-_HOST = {torch.float32: _HostArrays(torch.float32), torch.float64: _HostArrays(torch.float64)}
+_HOST = {dtype: _HostArrays(dtype) for dtype in _NUMPY_DTYPE}
 
 
 def arrays_for(device: torch.device, dtype: torch.dtype) -> _HostArrays | _DeviceArrays:
@@ -308,77 +374,67 @@ class ReconstructionStack(torch.autograd.Function):
     def forward(  # type: ignore[override]
         ctx, token_nll: Tensor, zfree_token_nll: Tensor, valid: Tensor, plan: StackPlan
     ) -> tuple[Tensor, ...]:
-        dtype, alpha = plan.dtype, plan.alpha
+        dtype, alpha, integer = plan.dtype, plan.alpha, plan.integer
         l = token_nll if token_nll.dtype == dtype else token_nll.to(dtype)
         b = zfree_token_nll if zfree_token_nll.dtype == dtype else zfree_token_nll.to(dtype)
         batch, length = l.shape
-
-        # data: b and l with padded positions cleared (zero_padded, written in place), then
-        # for alpha > 0 the share numerators p. table: the per-example sums (see B_SUM...).
-        keep = keep_mask(valid, dtype)
-        integer = keep.dtype
-        data = l.new_empty((2 if alpha in (0.0, 1.0) else 3, batch, length))
-        data_bits = data.view(integer)
-        torch.mul(b.view(integer), keep, out=data_bits[0])
-        torch.mul(l.view(integer), keep, out=data_bits[1])
-        b_valid = data[0]
-        counts = keep.sum(dim=1, dtype=integer)
-        table = l.new_empty((7, batch)) if length else l.new_zeros((7, batch))
-        torch.sum(data[:2], dim=2, out=table[B_SUM : L_SUM + 1])
-        if plan.validate and length:
-            torch.amin(b_valid, dim=1, out=table[B_MIN])
-
         xp = arrays_for(l.device, dtype)
-        host_table = xp.asarray(table)  # on the CPU, a view that follows the writes above
-        shares = None
-        if alpha == 1.0:
-            # p = b/sum(b), in place of b: the shares of (b/b_max)^1 without a max pass or a
-            # power (the row sum lies in [b_max, T*b_max]: nothing overflows or underflows).
-            # Then sum(p*l), and sum(p*b) = sum(p^2) * sum(b) from the row norm of p.
-            inverse = 1.0 / xp.at_least(host_table[B_SUM], torch.finfo(dtype).tiny)
-            shares = b_valid.mul_(xp.tensor(inverse[:, None]))
-            torch.sum(data[1].mul_(shares), dim=1, out=table[SHARE_L_SUM])
-            torch.linalg.vector_norm(shares, dim=1, out=table[SHARE_B_SUM])
-        elif alpha != 0.0:
-            shares = data[2]
-            # (b/s)^alpha with s the row sum when no share can underflow that way (the
-            # largest is at least T^-alpha >= 2^-64), else the row maximum, which maps to
-            # exactly 1 (a division, not a reciprocal) so that the share sum is >= 1.
-            if alpha * math.log2(max(length, 2)) <= 64.0:
-                scale = host_table[B_SUM]
-            else:
-                if length:
-                    torch.amax(b_valid, dim=1, out=table[B_MAX])
-                scale = host_table[B_MAX]
-            scale = xp.tensor(xp.where(scale > 0, scale, 1.0)[:, None])
-            if alpha == 0.5:
-                # rsqrt(|s/b|): sqrt is slow on zeros (padding) on some CPUs, rsqrt of
-                # inf is not; the abs maps b = -0.0 to +inf like +0.0 (a negative b is
-                # a validation error anyway).
-                torch.div(scale, b_valid, out=shares).abs_().rsqrt_()
-            else:
-                # An alpha below the dtype's smallest normal gives the same shares (1 for
-                # b > 0, to rounding) and keeps 0^alpha = 0 where it would round to 0^0.
-                exponent = max(alpha, torch.finfo(dtype).tiny)
-                torch.div(b_valid, scale, out=shares).pow_(exponent)
-            # p*b and p*l in place (the masked b and l are not needed any more), then their
-            # sums and that of p in one reduction.
-            data[:2].mul_(shares)
-            torch.sum(data, dim=2, out=table[SHARE_B_SUM : SHARE_SUM + 1])
 
+        # data: b and l with padded positions cleared (zero_padded, written in place on the
+        # integer view), then for alpha not in {0, 1} a row for the share numerators p.
+        keep = valid.to(integer)
+        data = l.new_empty((plan.data_rows, batch, length))
+        b_bits, l_bits, *_ = data.view(integer).unbind()
+        torch.mul(b.view(integer), keep, out=b_bits)
+        torch.mul(l.view(integer), keep, out=l_bits)
+        b_valid, l_valid, *share_row = data.unbind()
+        counts = xp.asarray(keep.sum(dim=1, dtype=integer))
+        b_sum, l_sum = xp.asarray((data if alpha in (0.0, 1.0) else data[:2]).sum(dim=2))
+        b_min = xp.asarray(b_valid.amin(dim=1)) if plan.validate and length else None
+
+        shares = share_sums = None
         with xp.errors_ignored():
+            if alpha == 1.0:
+                # p = b/sum(b), in place of b: the shares of (b/b_max)^1 without a max pass or
+                # a power (the row sum lies in [b_max, T*b_max]: nothing overflows or
+                # underflows). Then sum(p*l), and sum(p*b) = |p|^2 sum(b) from the row norm.
+                b_scale = xp.at_least(b_sum, plan.tiny)
+                inverse = 1.0 / b_scale
+                shares = b_valid.mul_(xp.tensor(inverse[:, None]))
+                share_l_sum = xp.asarray(l_valid.mul_(shares).sum(dim=1))
+                norm = xp.asarray(torch.linalg.vector_norm(shares, dim=1))
+                share_sums = (norm * norm * b_scale, share_l_sum, b_sum / b_scale)
+            elif alpha != 0.0:
+                (shares,) = share_row
+                # (b/s)^alpha with s the row sum when no share can underflow that way (the
+                # largest is at least T^-alpha >= 2^-64), else the row maximum, which maps to
+                # exactly 1 (a division, not a reciprocal) so that the share sum is >= 1.
+                if plan.max_scaled(length) and length:
+                    scale = xp.asarray(b_valid.amax(dim=1))
+                else:
+                    scale = b_sum
+                scale = xp.tensor(xp.where(scale > 0, scale, 1.0)[:, None])
+                if alpha == 0.5:
+                    # rsqrt(|s/b|): sqrt is slow on zeros (padding) on some CPUs, rsqrt of
+                    # inf is not; the abs maps b = -0.0 to +inf like +0.0 (a negative b is
+                    # a validation error anyway).
+                    torch.div(scale, b_valid, out=shares).abs_().rsqrt_()
+                else:
+                    torch.div(b_valid, scale, out=shares).pow_(plan.exponent)
+                # p*b and p*l in place (the masked b and l are not needed any more), then
+                # their sums and that of p in one reduction.
+                data[:2].mul_(shares)
+                share_sums = tuple(xp.asarray(data.sum(dim=2)))
+
             values, coefficients, inputs_valid = per_example_stage(
-                xp, plan, xp.asarray(counts), host_table
+                xp, plan, counts, b_sum, l_sum, share_sums, b_min
             )
         if not inputs_valid:
             raise_for_invalid_values(token_nll, zfree_token_nll, valid, epsilon=plan.epsilon)
 
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(keep, *(() if shares is None else (shares,)))
-            ctx.coefficients = coefficients
-            ctx.xp = xp
-            ctx.plan = plan
-            ctx.input_dtype = token_nll.dtype
+            ctx.state = (xp, plan, coefficients, token_nll.dtype)
         ctx.set_materialize_grads(False)
         outputs = xp.tensor(values).unbind()
         ctx.mark_non_differentiable(outputs[5], outputs[6])
@@ -389,29 +445,27 @@ class ReconstructionStack(torch.autograd.Function):
     def backward(  # type: ignore[override]
         ctx, *grads: Tensor | None
     ) -> tuple[Tensor | None, None, None, None]:
-        if not ctx.needs_input_grad[0] or all(g is None for g in grads):
+        if not ctx.needs_input_grad[0] or all(grads[k] is None for k in (0, 1, 2, 3, 4, 7)):
             return None, None, None, None
         keep, *shares = ctx.saved_tensors
-        plan: StackPlan = ctx.plan
-        xp = ctx.xp
-        # The upstream gradient on each coefficient column: a_raw + a_dist/c, a_ex, a_tok,
-        # a_cc/c, with a_k = g_k + w_k * g_total.
-        g_raw, g_dist, g_ex, g_tok, g_cc, _, _, g_total = (
-            0.0 if g is None else xp.asarray(g) for g in grads
-        )
-        c = plan.scale
-        own = (g_raw + g_dist / c, g_ex, g_tok, g_cc / c)
-        upstream = [x + m * g_total for x, m in zip(own, plan.total_gradient_map, strict=True)]
-        uniform, divisor, share, share_cc, on_mask = ctx.coefficients
-        a_raw, a_ex, a_tok, a_cc = upstream
+        xp, plan, coefficients, input_dtype = ctx.state
+        # a_k = g_k + w_k g_total for the five terms, in RECONSTRUCTION_TERM_NAMES order
+        upstream = xp.upstream(plan, grads)
+        uniform = coefficients[UNIFORM]
         with xp.errors_ignored():
-            v = share * a_tok + share_cc * a_cc  # per unit of p
-            u = uniform * a_raw + uniform * a_ex / divisor  # per valid token
-            u = u + on_mask * v if shares else u + v
+            # per valid token: a_raw d R_raw/dl + a_dist d R_dist/dl + a_ex d R_ex/dl
+            u = uniform * upstream[2] / coefficients[DIVISOR]
+            if shares:
+                v = upstream[3:5] @ coefficients[SHARE : CORRECTED + 1]  # per unit of p
+                u = u + upstream[0:2] @ coefficients[UNIFORM : DISTRIBUTION + 1]
+                u = u + coefficients[ON_MASK] * v
+            else:
+                # alpha = 0: the share rows are the uniform rows, on the mask
+                u = u + (upstream[0:2] + upstream[3:5]) @ coefficients[UNIFORM : DISTRIBUTION + 1]
         # u_i at valid positions, 0 at padded ones; then + v_i p_it, p being 0 at padded ones.
         grad = zero_padded(xp.tensor(u[:, None]), keep)
         if shares:
             grad.addcmul_(shares[0], xp.tensor(v[:, None]))
-        if grad.dtype != ctx.input_dtype:
-            grad = grad.to(ctx.input_dtype)
+        if grad.dtype != input_dtype:
+            grad = grad.to(input_dtype)
         return grad, None, None, None

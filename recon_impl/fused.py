@@ -65,6 +65,7 @@ from recon_impl.validation import raise_for_invalid_values
 
 _INTEGER_VIEW = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 _NUMPY_DTYPE = {torch.float32: np.float32, torch.float64: np.float64}
+_NUMPY_INTEGER = {torch.int16: np.int16, torch.int32: np.int32, torch.int64: np.int64}
 
 # Rows of the [8, B] per-example coefficients (see per_example_stage): per valid token,
 # d R_raw/dl and d R_dist/dl; per unit of p, d R_tok/dp and d R_cc/dp; btok and kappa;
@@ -175,6 +176,17 @@ class _HostArrays:
     def empty(self, shape: tuple[int, ...], like: np.ndarray) -> np.ndarray:
         return np.empty(shape, dtype=self.dtype)
 
+    def count_nonzero(self, x: np.ndarray) -> Any:
+        """The number of non-zero entries, in the floating dtype."""
+        return self.dtype(np.count_nonzero(x))
+
+    def any(self, x: np.ndarray) -> bool:
+        """Whether x holds a True; where that would cost a host sync, True."""
+        return bool(x.any())
+
+    def integer_view(self, x: np.ndarray, integer: torch.dtype) -> np.ndarray:
+        return x.view(_NUMPY_INTEGER[integer])
+
     def at_least(self, x: np.ndarray, low: float) -> np.ndarray:
         """max(x, low) in the floating dtype (x may hold integers)."""
         return np.maximum(x, low, dtype=self.dtype)
@@ -235,6 +247,15 @@ class _DeviceArrays:
     def empty(self, shape: tuple[int, ...], like: Tensor) -> Tensor:
         return like.new_empty(shape, dtype=self.dtype)
 
+    def count_nonzero(self, x: Tensor) -> Tensor:
+        return torch.count_nonzero(x).to(self.dtype)
+
+    def any(self, x: Tensor) -> bool:
+        return True  # no host sync
+
+    def integer_view(self, x: Tensor, integer: torch.dtype) -> Tensor:
+        return x.view(integer)
+
     def at_least(self, x: Tensor, low: float) -> Tensor:
         return x.to(self.dtype).clamp(min=low)
 
@@ -276,10 +297,11 @@ def per_example_stage(
     l_sum: Any,
     share_sums: tuple[Any, Any, Any] | None,
     b_min: Any | None,
-) -> tuple[Any, Any, bool]:
+) -> tuple[Any, Any, bool, bool]:
     """From the per-example reductions to the eight values (in ``RECONSTRUCTION_LOSS_NAMES``
-    order), the ``[8, B]`` per-example coefficients and the validation verdict (always True
-    unless ``plan.validate``).
+    order), the ``[8, B]`` per-example coefficients, whether any example's shares fall back
+    to the mask (row ``ON_MASK``; always True on a device, where finding out would cost a
+    host sync) and the validation verdict (always True unless ``plan.validate``).
 
     ``counts`` are the valid tokens per example, ``b_sum`` and ``l_sum`` the sums of b and l
     over them, ``share_sums`` the sums of p*b, p*l and p (None for ``alpha == 0``) and
@@ -288,14 +310,15 @@ def per_example_stage(
     Every term is linear in l: each is a per-example sum (of l, or of p*l for the
     share-weighted terms) times a per-example coefficient, summed over examples. Those
     coefficients are the term's gradient per valid token (per unit of p), and the backward
-    pass uses them as they are (rows ``UNIFORM`` to ``ON_MASK``).
+    pass uses them as they are (rows ``UNIFORM`` to ``ON_MASK``; for ``alpha == 0`` only
+    ``UNIFORM``, ``DISTRIBUTION`` and ``DIVISOR`` are written).
     """
     batch = b_sum.shape[0]
     coefficients = xp.empty((8, batch), b_sum)
     values = xp.empty((8,), b_sum)
     n = xp.at_least(counts, 1)  # empty rows: their sums are 0, so their means are 0
     kept = xp.at_most(counts, 1)  # 1.0 for kept examples, 0.0 for dropped ones
-    kept_examples = kept.sum()  # B'
+    kept_examples = xp.count_nonzero(counts)  # B'
     weight = kept / kept_examples  # 1/B' for kept examples, 0 for dropped ones
     b_mean = b_sum / n
 
@@ -314,6 +337,7 @@ def per_example_stage(
         xp.add(b_mean, plan.epsilon, out=divisor)
     values[2] = (l_sum / divisor) @ uniform
 
+    on_mask = False
     if share_sums is None:
         # alpha = 0: uniform shares 1/n_i (0^0 = 1): ltok = lbar, btok = bbar, kappa = 1, so
         # R_tok = R_raw, R_cc = R_dist; the backward folds the share rows into the mask row.
@@ -325,15 +349,17 @@ def per_example_stage(
         # Rows whose valid b are all 0 (and empty rows) have no share mass: their shares are
         # uniform, 1/n_i on the mask row (and their b sums are 0, so btok = bbar = 0 there).
         fallback = share_sum == 0
-        share_sum = xp.where(fallback, n, share_sum)
-        share_l_sum = xp.where(fallback, l_sum, share_l_sum)
+        on_mask = xp.any(fallback)  # rare: skip the selections when no row falls back
+        if on_mask:
+            share_sum = xp.where(fallback, n, share_sum)
+            share_l_sum = xp.where(fallback, l_sum, share_l_sum)
+            coefficients[ON_MASK] = fallback  # uniform shares live on the mask row
         token_base = xp.divide(share_b_sum, share_sum, out=coefficients[TOKEN_BASE])
         # kappa = btok/bbar, and 1 where bbar = 0
         kappa = xp.ratio_or_one(token_base, b_mean, out=coefficients[KAPPA])
         # Per unit of p: d R_tok/dp = weight/sum(p), d R_cc/dp = that over kappa c.
         share = xp.divide(weight, share_sum, out=coefficients[SHARE])
         xp.divide(share, kappa * plan.scale, out=coefficients[CORRECTED])
-        coefficients[ON_MASK] = fallback  # uniform shares live on the mask row
         xp.matmul(coefficients[SHARE : CORRECTED + 1], share_l_sum, out=values[3:5])
         xp.matmul(coefficients[TOKEN_BASE : KAPPA + 1], weight, out=values[5:7])
     values[7] = xp.weighted_sum(plan, values[0:5])  # the total, sum_k w_k R_k
@@ -354,7 +380,7 @@ def per_example_stage(
         if b_min is not None:
             checks = checks & (b_min.min() >= 0)
         valid = xp.truth(checks)
-    return values, coefficients, valid
+    return values, coefficients, on_mask, valid
 
 
 _HOST = {dtype: _HostArrays(dtype) for dtype in _NUMPY_DTYPE}
@@ -426,7 +452,7 @@ class ReconstructionStack(torch.autograd.Function):
                 data[:2].mul_(shares)
                 share_sums = tuple(xp.asarray(data.sum(dim=2)))
 
-            values, coefficients, inputs_valid = per_example_stage(
+            values, coefficients, on_mask, inputs_valid = per_example_stage(
                 xp, plan, counts, b_sum, l_sum, share_sums, b_min
             )
         if not inputs_valid:
@@ -434,7 +460,7 @@ class ReconstructionStack(torch.autograd.Function):
 
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(keep, *(() if shares is None else (shares,)))
-            ctx.state = (xp, plan, coefficients, token_nll.dtype)
+            ctx.state = (xp, plan, coefficients, on_mask, token_nll.dtype)
         ctx.set_materialize_grads(False)
         outputs = xp.tensor(values).unbind()
         ctx.mark_non_differentiable(outputs[5], outputs[6])
@@ -445,25 +471,28 @@ class ReconstructionStack(torch.autograd.Function):
     def backward(  # type: ignore[override]
         ctx, *grads: Tensor | None
     ) -> tuple[Tensor | None, None, None, None]:
-        if not ctx.needs_input_grad[0] or all(grads[k] is None for k in (0, 1, 2, 3, 4, 7)):
+        own, total = grads[0:5], grads[7]  # the diagnostics (5 and 6) carry no gradient
+        if not ctx.needs_input_grad[0] or (total is None and all(g is None for g in own)):
             return None, None, None, None
         keep, *shares = ctx.saved_tensors
-        xp, plan, coefficients, input_dtype = ctx.state
+        xp, plan, coefficients, on_mask, input_dtype = ctx.state
         # a_k = g_k + w_k g_total for the five terms, in RECONSTRUCTION_TERM_NAMES order
         upstream = xp.upstream(plan, grads)
-        uniform = coefficients[UNIFORM]
         with xp.errors_ignored():
-            # per valid token: a_raw d R_raw/dl + a_dist d R_dist/dl + a_ex d R_ex/dl
-            u = uniform * upstream[2] / coefficients[DIVISOR]
+            # per valid token: a_raw d R_raw/dl + a_dist d R_dist/dl + a_ex d R_ex/dl, the
+            # last divided by bbar + eps, not multiplied by its (overflowing) reciprocal
+            u = coefficients[UNIFORM] * upstream[2] / coefficients[DIVISOR]
             if shares:
                 v = upstream[3:5] @ coefficients[SHARE : CORRECTED + 1]  # per unit of p
-                u = u + upstream[0:2] @ coefficients[UNIFORM : DISTRIBUTION + 1]
-                u = u + coefficients[ON_MASK] * v
+                u += upstream[0:2] @ coefficients[UNIFORM : DISTRIBUTION + 1]
+                if on_mask:
+                    u += coefficients[ON_MASK] * v  # rows whose shares are uniform
             else:
                 # alpha = 0: the share rows are the uniform rows, on the mask
-                u = u + (upstream[0:2] + upstream[3:5]) @ coefficients[UNIFORM : DISTRIBUTION + 1]
-        # u_i at valid positions, 0 at padded ones; then + v_i p_it, p being 0 at padded ones.
-        grad = zero_padded(xp.tensor(u[:, None]), keep)
+                u += (upstream[0:2] + upstream[3:5]) @ coefficients[UNIFORM : DISTRIBUTION + 1]
+        # u_i at valid positions, 0 at padded ones: zero_padded, with u's integer view taken
+        # before it becomes a tensor; then + v_i p_it, p being 0 at padded ones.
+        grad = (xp.tensor(xp.integer_view(u, keep.dtype)[:, None]) * keep).view(plan.dtype)
         if shares:
             grad.addcmul_(shares[0], xp.tensor(v[:, None]))
         if grad.dtype != input_dtype:

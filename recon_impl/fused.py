@@ -90,7 +90,8 @@ class StackPlan:
     exponent: float = field(init=False, compare=False)
     epsilon_vanishes: bool = field(init=False, compare=False)
     data_rows: int = field(init=False, compare=False)
-    host_weights: np.ndarray = field(init=False, compare=False, repr=False)
+    host_constants: _Constants = field(init=False, compare=False, repr=False)
+    device_constants: _Constants = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         finfo = torch.finfo(self.dtype)
@@ -106,10 +107,11 @@ class StackPlan:
             "epsilon_vanishes": bool(host_dtype(self.epsilon) == 0.0),
             # b and l, and a row for the share numerators unless alpha is 0 or 1
             "data_rows": 2 if self.alpha in (0.0, 1.0) else 3,
-            "host_weights": np.array(self.weights, dtype=host_dtype),
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
+        object.__setattr__(self, "host_constants", _Constants.for_plan(self, host=True))
+        object.__setattr__(self, "device_constants", _Constants.for_plan(self, host=False))
 
     @staticmethod
     @functools.lru_cache(maxsize=256)
@@ -155,17 +157,46 @@ def zero_padded(x: Tensor, keep: Tensor, *, out: Tensor | None = None) -> Tensor
     return out
 
 
+@dataclass(frozen=True)
+class _Constants:
+    """The scalars the per-example arithmetic uses, in the form each back end takes fastest:
+    0-d arrays of the dtype for numpy (cheaper operands than Python floats), Python floats
+    for torch (no host-to-device copies)."""
+
+    one: Any
+    scale: Any
+    epsilon: Any
+    tiny: Any
+    weights: Any  # the five weights (an array for numpy, a tuple for torch)
+
+    @staticmethod
+    def for_plan(plan: StackPlan, host: bool) -> _Constants:
+        values = (1.0, plan.scale, plan.epsilon, plan.tiny)
+        if not host:
+            return _Constants(*values, weights=plan.weights)
+        dtype = _NUMPY_DTYPE.get(plan.dtype, np.float64)
+        arrays = (np.array(value, dtype=dtype) for value in values)
+        return _Constants(*arrays, weights=np.array(plan.weights, dtype=dtype))
+
+
 class _HostArrays:
     """The per-example arithmetic in numpy, for CPU tensors (read without copying)."""
 
     divide = staticmethod(np.divide)
     multiply = staticmethod(np.multiply)
     add = staticmethod(np.add)
+    maximum = staticmethod(np.maximum)
+    minimum = staticmethod(np.minimum)
     matmul = staticmethod(np.matmul)
     isfinite = staticmethod(np.isfinite)
+    sum = staticmethod(np.add.reduce)  # ndarray.sum and .min go through Python wrappers
+    min = staticmethod(np.minimum.reduce)
 
     def __init__(self, dtype: torch.dtype) -> None:
         self.dtype = _NUMPY_DTYPE[dtype]
+
+    def constants(self, plan: StackPlan) -> _Constants:
+        return plan.host_constants
 
     def asarray(self, tensor: Tensor) -> np.ndarray:
         return tensor.numpy()
@@ -176,24 +207,23 @@ class _HostArrays:
     def empty(self, shape: tuple[int, ...], like: np.ndarray) -> np.ndarray:
         return np.empty(shape, dtype=self.dtype)
 
-    def count_nonzero(self, x: np.ndarray) -> Any:
-        """The number of non-zero entries, in the floating dtype."""
-        return self.dtype(np.count_nonzero(x))
+    def floating(self, x: np.ndarray) -> np.ndarray:
+        return x.astype(self.dtype)
+
+    def kept_examples(self, counts: np.ndarray) -> tuple[int, Any]:
+        """B', the examples with a valid token, and 1/B' in the dtype (NaN when B' = 0)."""
+        kept = int(np.count_nonzero(counts))
+        return kept, self.dtype(1.0 / kept if kept else math.nan)
 
     def any(self, x: np.ndarray) -> bool:
         """Whether x holds a True; where that would cost a host sync, True."""
         return bool(x.any())
 
+    def weighted_sum(self, weights: np.ndarray, x: np.ndarray) -> Any:
+        return weights @ x
+
     def integer_view(self, x: np.ndarray, integer: torch.dtype) -> np.ndarray:
         return x.view(_NUMPY_INTEGER[integer])
-
-    def at_least(self, x: np.ndarray, low: float) -> np.ndarray:
-        """max(x, low) in the floating dtype (x may hold integers)."""
-        return np.maximum(x, low, dtype=self.dtype)
-
-    def at_most(self, x: np.ndarray, high: float) -> np.ndarray:
-        """min(x, high) in the floating dtype (x may hold integers)."""
-        return np.minimum(x, high, dtype=self.dtype)
 
     def where(self, condition: Any, x: Any, y: Any) -> np.ndarray:
         return np.where(condition, x, y)
@@ -203,17 +233,13 @@ class _HostArrays:
         out.fill(1.0)
         return np.divide(numerator, denominator, out=out, where=denominator > 0)
 
-    def weighted_sum(self, plan: StackPlan, x: np.ndarray) -> Any:
-        """sum_k w_k x_k over the five weights."""
-        return plan.host_weights @ x
-
     def upstream(self, plan: StackPlan, grads: tuple[Tensor | None, ...]) -> np.ndarray:
         """The upstream gradient of each term, a_k = g_k + w_k g_total (None counts as 0)."""
         total = grads[7]
         if total is None:
             upstream = np.zeros(5, dtype=self.dtype)
         else:
-            upstream = plan.host_weights * total.numpy()
+            upstream = plan.host_constants.weights * total.numpy()
         for k in range(5):
             if grads[k] is not None:
                 upstream[k] += grads[k].numpy()
@@ -232,11 +258,18 @@ class _DeviceArrays:
     divide = staticmethod(torch.div)
     multiply = staticmethod(torch.mul)
     add = staticmethod(torch.add)
+    maximum = staticmethod(torch.clamp_min)  # with a Python float
+    minimum = staticmethod(torch.minimum)  # with a 0-d tensor (NaN propagates)
     matmul = staticmethod(torch.matmul)
     isfinite = staticmethod(torch.isfinite)
+    sum = staticmethod(torch.sum)
+    min = staticmethod(torch.min)
 
     def __init__(self, dtype: torch.dtype) -> None:
         self.dtype = dtype
+
+    def constants(self, plan: StackPlan) -> _Constants:
+        return plan.device_constants
 
     def asarray(self, tensor: Tensor) -> Tensor:
         return tensor
@@ -247,20 +280,22 @@ class _DeviceArrays:
     def empty(self, shape: tuple[int, ...], like: Tensor) -> Tensor:
         return like.new_empty(shape, dtype=self.dtype)
 
-    def count_nonzero(self, x: Tensor) -> Tensor:
-        return torch.count_nonzero(x).to(self.dtype)
+    def floating(self, x: Tensor) -> Tensor:
+        return x.to(self.dtype)
+
+    def kept_examples(self, counts: Tensor) -> tuple[Tensor, Tensor]:
+        kept = torch.count_nonzero(counts).to(self.dtype)
+        return kept, torch.where(kept > 0, 1.0 / kept, math.nan)
 
     def any(self, x: Tensor) -> bool:
         return True  # no host sync
 
+    def weighted_sum(self, weights: tuple[float, ...], x: Tensor) -> Tensor:
+        # Python-float weights: no host-to-device copy
+        return sum((w * v for w, v in zip(weights, x, strict=True)), x.new_zeros(()))
+
     def integer_view(self, x: Tensor, integer: torch.dtype) -> Tensor:
         return x.view(integer)
-
-    def at_least(self, x: Tensor, low: float) -> Tensor:
-        return x.to(self.dtype).clamp(min=low)
-
-    def at_most(self, x: Tensor, high: float) -> Tensor:
-        return x.to(self.dtype).clamp(max=high)
 
     def where(self, condition: Any, x: Any, y: Any) -> Tensor:
         return torch.where(condition, x, y)
@@ -268,10 +303,6 @@ class _DeviceArrays:
     def ratio_or_one(self, numerator: Tensor, denominator: Tensor, out: Tensor) -> Tensor:
         positive = denominator > 0
         return out.copy_(torch.where(positive, numerator / denominator, 1.0))
-
-    def weighted_sum(self, plan: StackPlan, x: Tensor) -> Tensor:
-        # Python-float weights: no host-to-device copy
-        return sum((w * v for w, v in zip(plan.weights, x, strict=True)), x.new_zeros(()))
 
     def upstream(self, plan: StackPlan, grads: tuple[Tensor | None, ...]) -> Tensor:
         total = grads[7]
@@ -312,29 +343,36 @@ def per_example_stage(
     coefficients are the term's gradient per valid token (per unit of p), and the backward
     pass uses them as they are (rows ``UNIFORM`` to ``ON_MASK``; for ``alpha == 0`` only
     ``UNIFORM``, ``DISTRIBUTION`` and ``DIVISOR`` are written).
+
+    The work is a few dozen operations on ``[B]`` vectors, each costing far more in call
+    overhead than in arithmetic, so every one counts: rows are written in place with
+    ``out=``, constants come ready-made from the plan, and the values are dot products of
+    coefficient rows with the per-example sums.
     """
+    k = xp.constants(plan)
     batch = b_sum.shape[0]
     coefficients = xp.empty((8, batch), b_sum)
     values = xp.empty((8,), b_sum)
-    n = xp.at_least(counts, 1)  # empty rows: their sums are 0, so their means are 0
-    kept = xp.at_most(counts, 1)  # 1.0 for kept examples, 0.0 for dropped ones
-    kept_examples = xp.count_nonzero(counts)  # B'
-    weight = kept / kept_examples  # 1/B' for kept examples, 0 for dropped ones
+    count = xp.floating(counts)
+    n = xp.maximum(count, k.one)  # empty rows: their sums are 0, so their means are 0
+    kept_examples, per_kept_example = xp.kept_examples(counts)  # B', 1/B'
+    # 1/B' for kept examples (count >= 1), 0 for dropped ones (count = 0)
+    weight = xp.minimum(count, per_kept_example)
     b_mean = b_sum / n
 
     # Per valid token: d R_raw/dl = weight/n and d R_dist/dl = weight/(n c); R_raw and
     # R_dist are those rows times l_sum.
     uniform = xp.divide(weight, n, out=coefficients[UNIFORM])
-    xp.divide(uniform, plan.scale, out=coefficients[DISTRIBUTION])
+    xp.divide(uniform, k.scale, out=coefficients[DISTRIBUTION])
     xp.matmul(coefficients[UNIFORM : DISTRIBUTION + 1], l_sum, out=values[0:2])
     # R_ex = mean_i lbar_i / (bbar_i + eps): divided, not multiplied by a reciprocal, which
     # overflows for a tiny eps (l_sum first, so that 0/tiny is 0). On dropped rows bbar = 0;
     # where eps is 0 in the dtype, + 1 there keeps the divisor positive (their weight is 0).
     divisor = coefficients[DIVISOR]
     if plan.epsilon_vanishes:
-        xp.add(b_mean, 1.0 - kept, out=divisor)
+        xp.add(b_mean, count == 0, out=divisor)
     else:
-        xp.add(b_mean, plan.epsilon, out=divisor)
+        xp.add(b_mean, k.epsilon, out=divisor)
     values[2] = (l_sum / divisor) @ uniform
 
     on_mask = False
@@ -343,7 +381,7 @@ def per_example_stage(
         # R_tok = R_raw, R_cc = R_dist; the backward folds the share rows into the mask row.
         values[3:5] = values[0:2]
         values[5] = b_mean @ weight
-        values[6] = kept_examples / kept_examples  # 1 (NaN when no example is kept)
+        values[6] = per_kept_example / per_kept_example  # 1 (NaN when no example is kept)
     else:
         share_b_sum, share_l_sum, share_sum = share_sums
         # Rows whose valid b are all 0 (and empty rows) have no share mass: their shares are
@@ -359,10 +397,10 @@ def per_example_stage(
         kappa = xp.ratio_or_one(token_base, b_mean, out=coefficients[KAPPA])
         # Per unit of p: d R_tok/dp = weight/sum(p), d R_cc/dp = that over kappa c.
         share = xp.divide(weight, share_sum, out=coefficients[SHARE])
-        xp.divide(share, kappa * plan.scale, out=coefficients[CORRECTED])
+        xp.divide(share, kappa * k.scale, out=coefficients[CORRECTED])
         xp.matmul(coefficients[SHARE : CORRECTED + 1], share_l_sum, out=values[3:5])
         xp.matmul(coefficients[TOKEN_BASE : KAPPA + 1], weight, out=values[5:7])
-    values[7] = xp.weighted_sum(plan, values[0:5])  # the total, sum_k w_k R_k
+    values[7] = xp.weighted_sum(k.weights, values[0:5])  # the total, sum_k w_k R_k
     if batch == 0:
         values = values * math.nan  # B = 0: no valid token, 0/0 like the other means
 
@@ -376,9 +414,9 @@ def per_example_stage(
         # inf: the scan then finds nothing); so does a kept example with bbar = 0 when
         # epsilon = 0 (R_ex). A negative b makes the row minimum negative. One host sync
         # (none with numpy).
-        checks = (kept_examples >= 1) & xp.isfinite(values.sum())
+        checks = (kept_examples >= 1) & xp.isfinite(xp.sum(values))
         if b_min is not None:
-            checks = checks & (b_min.min() >= 0)
+            checks = checks & (xp.min(b_min) >= 0)
         valid = xp.truth(checks)
     return values, coefficients, on_mask, valid
 
@@ -424,8 +462,9 @@ class ReconstructionStack(torch.autograd.Function):
                 # p = b/sum(b), in place of b: the shares of (b/b_max)^1 without a max pass or
                 # a power (the row sum lies in [b_max, T*b_max]: nothing overflows or
                 # underflows). Then sum(p*l), and sum(p*b) = |p|^2 sum(b) from the row norm.
-                b_scale = xp.at_least(b_sum, plan.tiny)
-                inverse = 1.0 / b_scale
+                k = xp.constants(plan)
+                b_scale = xp.maximum(b_sum, k.tiny)
+                inverse = k.one / b_scale
                 shares = b_valid.mul_(xp.tensor(inverse[:, None]))
                 share_l_sum = xp.asarray(l_valid.mul_(shares).sum(dim=1))
                 norm = xp.asarray(torch.linalg.vector_norm(shares, dim=1))

@@ -89,7 +89,6 @@ class StackPlan:
     tiny: float = field(init=False, compare=False)
     exponent: float = field(init=False, compare=False)
     epsilon_vanishes: bool = field(init=False, compare=False)
-    data_rows: int = field(init=False, compare=False)
     host_constants: _Constants = field(init=False, compare=False, repr=False)
     device_constants: _Constants = field(init=False, compare=False, repr=False)
 
@@ -105,8 +104,6 @@ class StackPlan:
             "exponent": max(self.alpha, finfo.tiny),
             # epsilon rounds to 0 in dtype: bbar + eps is 0 on dropped rows (see below)
             "epsilon_vanishes": bool(host_dtype(self.epsilon) == 0.0),
-            # b and l, and a row for the share numerators unless alpha is 0 or 1
-            "data_rows": 2 if self.alpha in (0.0, 1.0) else 3,
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
@@ -444,16 +441,18 @@ class ReconstructionStack(torch.autograd.Function):
         batch, length = l.shape
         xp = arrays_for(l.device, dtype)
 
-        # data: b and l with padded positions cleared (zero_padded, written in place on the
-        # integer view), then for alpha not in {0, 1} a row for the share numerators p.
+        # b and l with padded positions cleared (zero_padded). Every buffer is one [B, T]
+        # tensor, allocated where it is first written: the masked l, not needed after the
+        # forward, is freed before the backward allocates the gradient, which can then take
+        # its place (memory the process has already touched, not fresh pages).
+        # (Written into fresh contiguous tensors, so that the sums below add in the same
+        # order whatever the inputs' strides.)
         keep = valid.to(integer)
-        data = l.new_empty((plan.data_rows, batch, length))
-        b_bits, l_bits, *_ = data.view(integer).unbind()
-        torch.mul(b.view(integer), keep, out=b_bits)
-        torch.mul(l.view(integer), keep, out=l_bits)
-        b_valid, l_valid, *share_row = data.unbind()
+        b_valid = zero_padded(b, keep, out=l.new_empty((batch, length)))
+        l_valid = zero_padded(l, keep, out=l.new_empty((batch, length)))
         counts = xp.asarray(keep.sum(dim=1, dtype=integer))
-        b_sum, l_sum = xp.asarray((data if alpha in (0.0, 1.0) else data[:2]).sum(dim=2))
+        b_sum = xp.asarray(b_valid.sum(dim=1))
+        l_sum = xp.asarray(l_valid.sum(dim=1))
         b_min = xp.asarray(b_valid.amin(dim=1)) if plan.validate and length else None
 
         shares = share_sums = None
@@ -470,7 +469,6 @@ class ReconstructionStack(torch.autograd.Function):
                 norm = xp.asarray(torch.linalg.vector_norm(shares, dim=1))
                 share_sums = (norm * norm * b_scale, share_l_sum, b_sum / b_scale)
             elif alpha != 0.0:
-                (shares,) = share_row
                 # (b/s)^alpha with s the row sum when no share can underflow that way (the
                 # largest is at least T^-alpha >= 2^-64), else the row maximum, which maps to
                 # exactly 1 (a division, not a reciprocal) so that the share sum is >= 1.
@@ -483,13 +481,16 @@ class ReconstructionStack(torch.autograd.Function):
                     # rsqrt(|s/b|): sqrt is slow on zeros (padding) on some CPUs, rsqrt of
                     # inf is not; the abs maps b = -0.0 to +inf like +0.0 (a negative b is
                     # a validation error anyway).
-                    torch.div(scale, b_valid, out=shares).abs_().rsqrt_()
+                    shares = torch.div(scale, b_valid).abs_().rsqrt_()
                 else:
-                    torch.div(b_valid, scale, out=shares).pow_(plan.exponent)
+                    shares = torch.div(b_valid, scale).pow_(plan.exponent)
                 # p*b and p*l in place (the masked b and l are not needed any more), then
-                # their sums and that of p in one reduction.
-                data[:2].mul_(shares)
-                share_sums = tuple(xp.asarray(data.sum(dim=2)))
+                # their sums, and that of p.
+                share_sums = (
+                    xp.asarray(b_valid.mul_(shares).sum(dim=1)),
+                    xp.asarray(l_valid.mul_(shares).sum(dim=1)),
+                    xp.asarray(shares.sum(dim=1)),
+                )
 
             values, coefficients, on_mask, inputs_valid = per_example_stage(
                 xp, plan, counts, b_sum, l_sum, share_sums, b_min

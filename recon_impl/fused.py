@@ -64,6 +64,7 @@ from recon_impl.config import ReconstructionLossConfig
 from recon_impl.validation import raise_for_invalid_values
 
 _INTEGER_VIEW = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+_CONTIGUOUS = torch.contiguous_format
 _NUMPY_DTYPE = {torch.float32: np.float32, torch.float64: np.float64}
 _NUMPY_INTEGER = {torch.int16: np.int16, torch.int32: np.int32, torch.int64: np.int64}
 
@@ -137,8 +138,8 @@ class StackPlan:
 
 
 def keep_mask(valid: Tensor, dtype: torch.dtype) -> Tensor:
-    """The bool mask as 0/1 integers as wide as ``dtype``, for :func:`zero_padded`."""
-    return valid.to(_INTEGER_VIEW[torch.finfo(dtype).bits // 8])
+    """The bool mask as contiguous 0/1 integers as wide as ``dtype``, for :func:`zero_padded`."""
+    return valid.to(_INTEGER_VIEW[torch.finfo(dtype).bits // 8], memory_format=_CONTIGUOUS)
 
 
 def zero_padded(x: Tensor, keep: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -146,11 +147,13 @@ def zero_padded(x: Tensor, keep: Tensor, *, out: Tensor | None = None) -> Tensor
 
     The product is taken on the integer view (bits times 1 or times 0), so a NaN or inf at a
     cleared position cannot leak. ``keep`` comes from :func:`keep_mask` for ``x.dtype``;
-    ``x`` broadcasts against it. With ``out`` (of ``x``'s dtype) the result is written there.
+    ``x`` broadcasts against it. The result has ``keep``'s layout (the first operand of an
+    elementwise op sets it), contiguous for a :func:`keep_mask`, whatever ``x``'s strides.
+    With ``out`` (of ``x``'s dtype) the result is written there.
     """
     if out is None:
-        return (x.view(keep.dtype) * keep).view(x.dtype)
-    torch.mul(x.view(keep.dtype), keep, out=out.view(keep.dtype))
+        return (keep * x.view(keep.dtype)).view(x.dtype)
+    torch.mul(keep, x.view(keep.dtype), out=out.view(keep.dtype))
     return out
 
 
@@ -438,18 +441,18 @@ class ReconstructionStack(torch.autograd.Function):
         dtype, alpha, integer = plan.dtype, plan.alpha, plan.integer
         l = token_nll if token_nll.dtype == dtype else token_nll.to(dtype)
         b = zfree_token_nll if zfree_token_nll.dtype == dtype else zfree_token_nll.to(dtype)
-        batch, length = l.shape
+        length = l.shape[1]
         xp = arrays_for(l.device, dtype)
 
         # b and l with padded positions cleared (zero_padded). Every buffer is one [B, T]
         # tensor, allocated where it is first written: the masked l, not needed after the
         # forward, is freed before the backward allocates the gradient, which can then take
-        # its place (memory the process has already touched, not fresh pages).
-        # (Written into fresh contiguous tensors, so that the sums below add in the same
-        # order whatever the inputs' strides.)
-        keep = valid.to(integer)
-        b_valid = zero_padded(b, keep, out=l.new_empty((batch, length)))
-        l_valid = zero_padded(l, keep, out=l.new_empty((batch, length)))
+        # its place (memory the process has already touched, not fresh pages). All take the
+        # contiguous layout of keep, so that the sums below add in the same order whatever
+        # the inputs' strides.
+        keep = valid.to(integer, memory_format=_CONTIGUOUS)
+        b_valid = zero_padded(b, keep)
+        l_valid = zero_padded(l, keep)
         counts = xp.asarray(keep.sum(dim=1, dtype=integer))
         b_sum = xp.asarray(b_valid.sum(dim=1))
         l_sum = xp.asarray(l_valid.sum(dim=1))
@@ -532,7 +535,7 @@ class ReconstructionStack(torch.autograd.Function):
                 u += (upstream[0:2] + upstream[3:5]) @ coefficients[UNIFORM : DISTRIBUTION + 1]
         # u_i at valid positions, 0 at padded ones: zero_padded, with u's integer view taken
         # before it becomes a tensor; then + v_i p_it, p being 0 at padded ones.
-        grad = (xp.tensor(xp.integer_view(u, keep.dtype)[:, None]) * keep).view(plan.dtype)
+        grad = (keep * xp.tensor(xp.integer_view(u, keep.dtype)[:, None])).view(plan.dtype)
         if shares:
             grad.addcmul_(shares[0], xp.tensor(v[:, None]))
         if grad.dtype != input_dtype:

@@ -510,34 +510,46 @@ class ReconstructionStack(torch.autograd.Function):
         return outputs
 
     @staticmethod
-    @once_differentiable
     def backward(  # type: ignore[override]
         ctx, *grads: Tensor | None
     ) -> tuple[Tensor | None, None, None, None]:
-        own, total = grads[0:5], grads[7]  # the diagnostics (5 and 6) carry no gradient
-        if not ctx.needs_input_grad[0] or (total is None and all(g is None for g in own)):
-            return None, None, None, None
-        keep, *shares = ctx.saved_tensors
-        xp, plan, coefficients, on_mask, input_dtype = ctx.state
-        # a_k = g_k + w_k g_total for the five terms, in RECONSTRUCTION_TERM_NAMES order
-        upstream = xp.upstream(plan, grads)
-        with xp.errors_ignored():
-            # per valid token: a_raw d R_raw/dl + a_dist d R_dist/dl + a_ex d R_ex/dl, the
-            # last divided by bbar + eps, not multiplied by its (overflowing) reciprocal
-            u = coefficients[UNIFORM] * upstream[2] / coefficients[DIVISOR]
-            if shares:
-                v = upstream[3:5] @ coefficients[SHARE : CORRECTED + 1]  # per unit of p
-                u += upstream[0:2] @ coefficients[UNIFORM : DISTRIBUTION + 1]
-                if on_mask:
-                    u += coefficients[ON_MASK] * v  # rows whose shares are uniform
-            else:
-                # alpha = 0: the share rows are the uniform rows, on the mask
-                u += (upstream[0:2] + upstream[3:5]) @ coefficients[UNIFORM : DISTRIBUTION + 1]
-        # u_i at valid positions, 0 at padded ones: zero_padded, with u's integer view taken
-        # before it becomes a tensor; then + v_i p_it, p being 0 at padded ones.
-        grad = (keep * xp.tensor(xp.integer_view(u, keep.dtype)[:, None])).view(plan.dtype)
+        # The engine runs a backward with grad mode off unless create_graph=True; only then
+        # is once_differentiable's guard (an error on differentiating this gradient) needed,
+        # and its no_grad context costs a noticeable part of a small call.
+        if torch.is_grad_enabled():
+            return _stack_backward_once_differentiable(ctx, *grads)
+        return _stack_backward(ctx, *grads)
+
+
+def _stack_backward(ctx: Any, *grads: Tensor | None) -> tuple[Tensor | None, None, None, None]:
+    """The backward of :class:`ReconstructionStack` (module docstring): m u + p v."""
+    own, total = grads[0:5], grads[7]  # the diagnostics (5 and 6) carry no gradient
+    if not ctx.needs_input_grad[0] or (total is None and all(g is None for g in own)):
+        return None, None, None, None
+    keep, *shares = ctx.saved_tensors
+    xp, plan, coefficients, on_mask, input_dtype = ctx.state
+    # a_k = g_k + w_k g_total for the five terms, in RECONSTRUCTION_TERM_NAMES order
+    upstream = xp.upstream(plan, grads)
+    with xp.errors_ignored():
+        # per valid token: a_raw d R_raw/dl + a_dist d R_dist/dl + a_ex d R_ex/dl, the
+        # last divided by bbar + eps, not multiplied by its (overflowing) reciprocal
+        u = coefficients[UNIFORM] * upstream[2] / coefficients[DIVISOR]
         if shares:
-            grad.addcmul_(shares[0], xp.tensor(v[:, None]))
-        if grad.dtype != input_dtype:
-            grad = grad.to(input_dtype)
-        return grad, None, None, None
+            v = upstream[3:5] @ coefficients[SHARE : CORRECTED + 1]  # per unit of p
+            u += upstream[0:2] @ coefficients[UNIFORM : DISTRIBUTION + 1]
+            if on_mask:
+                u += coefficients[ON_MASK] * v  # rows whose shares are uniform
+        else:
+            # alpha = 0: the share rows are the uniform rows, on the mask
+            u += (upstream[0:2] + upstream[3:5]) @ coefficients[UNIFORM : DISTRIBUTION + 1]
+    # u_i at valid positions, 0 at padded ones: zero_padded, with u's integer view taken
+    # before it becomes a tensor; then + v_i p_it, p being 0 at padded ones.
+    grad = (keep * xp.tensor(xp.integer_view(u, keep.dtype)[:, None])).view(plan.dtype)
+    if shares:
+        grad.addcmul_(shares[0], xp.tensor(v[:, None]))
+    if grad.dtype != input_dtype:
+        grad = grad.to(input_dtype)
+    return grad, None, None, None
+
+
+_stack_backward_once_differentiable = once_differentiable(_stack_backward)

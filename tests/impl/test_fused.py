@@ -197,6 +197,24 @@ def test_backward_twice_with_retain_graph_and_no_grad_calls() -> None:
         reconstruction_losses(l, b, mask, config(2.0))
 
 
+@pytest.mark.parametrize("alpha", [0.0, 1.0, 2.0])
+def test_differentiating_the_gradient_is_an_error(alpha: float) -> None:
+    # The backward skips once_differentiable's no_grad wrapper when grad mode is off (a
+    # plain backward); with create_graph=True the guard still applies.
+    l, b, mask = awkward_batch(0)
+    leaf = l.clone().requires_grad_()
+    total = reconstruction_losses(leaf, b, mask, config(alpha)).total_reconstruction_loss
+    weight = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(weight * total, leaf, create_graph=True)
+    assert grad.requires_grad
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        grad.sum().backward()
+    # without create_graph the gradient is the same, and carries no graph
+    (plain,) = torch.autograd.grad(2.0 * total, leaf)
+    assert not plain.requires_grad
+    torch.testing.assert_close(plain, grad.detach(), rtol=0, atol=0)
+
+
 def test_non_contiguous_and_expanded_inputs() -> None:
     l, b, mask = awkward_batch(4)
     cfg = config(1.0)

@@ -65,6 +65,7 @@ from recon_impl.validation import raise_for_invalid_values
 
 _INTEGER_VIEW = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 _CONTIGUOUS = torch.contiguous_format
+_FLOAT_BYTES = {torch.float16: 2, torch.bfloat16: 2, torch.float32: 4, torch.float64: 8}
 _NUMPY_DTYPE = {torch.float32: np.float32, torch.float64: np.float64}
 _NUMPY_INTEGER = {torch.int16: np.int16, torch.int32: np.int32, torch.int64: np.int64}
 
@@ -139,7 +140,10 @@ class StackPlan:
 
 def keep_mask(valid: Tensor, dtype: torch.dtype) -> Tensor:
     """The bool mask as contiguous 0/1 integers as wide as ``dtype``, for :func:`zero_padded`."""
-    return valid.to(_INTEGER_VIEW[torch.finfo(dtype).bits // 8], memory_format=_CONTIGUOUS)
+    integer = _INTEGER_VIEW[_FLOAT_BYTES[dtype]]
+    if integer is torch.int32 and valid.is_contiguous():
+        return valid.int()  # the common case: .int() parses faster than .to(...)
+    return valid.to(integer, memory_format=_CONTIGUOUS)
 
 
 def zero_padded(x: Tensor, keep: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -188,9 +192,7 @@ class _HostArrays:
     maximum = staticmethod(np.maximum)
     minimum = staticmethod(np.minimum)
     matmul = staticmethod(np.matmul)
-    isfinite = staticmethod(np.isfinite)
-    sum = staticmethod(np.add.reduce)  # ndarray.sum and .min go through Python wrappers
-    min = staticmethod(np.minimum.reduce)
+    sum = staticmethod(np.add.reduce)  # ndarray.sum goes through a Python wrapper
 
     def __init__(self, dtype: torch.dtype) -> None:
         self.dtype = _NUMPY_DTYPE[dtype]
@@ -217,7 +219,7 @@ class _HostArrays:
 
     def any(self, x: np.ndarray) -> bool:
         """Whether x holds a True; where that would cost a host sync, True."""
-        return bool(x.any())
+        return bool(np.logical_or.reduce(x))  # ndarray.any goes through a Python wrapper
 
     def weighted_sum(self, weights: np.ndarray, x: np.ndarray) -> Any:
         return weights @ x
@@ -245,8 +247,11 @@ class _HostArrays:
                 upstream[k] += grads[k].numpy()
         return upstream
 
-    def truth(self, x: Any) -> bool:
-        return bool(x)
+    def all_hold(self, some_kept: Any, total: Any, b_min: np.ndarray | None) -> bool:
+        """Whether some example is kept, ``total`` is finite and ``b_min`` (if any) >= 0."""
+        return bool(
+            some_kept and math.isfinite(total) and (b_min is None or np.minimum.reduce(b_min) >= 0)
+        )
 
     def errors_ignored(self) -> contextlib.AbstractContextManager[Any]:
         return np.errstate(divide="ignore", invalid="ignore", over="ignore")
@@ -261,9 +266,7 @@ class _DeviceArrays:
     maximum = staticmethod(torch.clamp_min)  # with a Python float
     minimum = staticmethod(torch.minimum)  # with a 0-d tensor (NaN propagates)
     matmul = staticmethod(torch.matmul)
-    isfinite = staticmethod(torch.isfinite)
     sum = staticmethod(torch.sum)
-    min = staticmethod(torch.min)
 
     def __init__(self, dtype: torch.dtype) -> None:
         self.dtype = dtype
@@ -313,8 +316,11 @@ class _DeviceArrays:
             parts.append(part if grads[k] is None else part + grads[k])
         return torch.stack(parts)
 
-    def truth(self, x: Any) -> bool:
-        return bool(x)  # the host sync
+    def all_hold(self, some_kept: Tensor, total: Tensor, b_min: Tensor | None) -> bool:
+        checks = some_kept & torch.isfinite(total)
+        if b_min is not None:
+            checks = checks & (b_min.min() >= 0)
+        return bool(checks)  # the host sync
 
     def errors_ignored(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()
@@ -414,10 +420,7 @@ def per_example_stage(
         # inf: the scan then finds nothing); so does a kept example with bbar = 0 when
         # epsilon = 0 (R_ex). A negative b makes the row minimum negative. One host sync
         # (none with numpy).
-        checks = (kept_examples >= 1) & xp.isfinite(xp.sum(values))
-        if b_min is not None:
-            checks = checks & (xp.min(b_min) >= 0)
-        valid = xp.truth(checks)
+        valid = xp.all_hold(kept_examples >= 1, xp.sum(values), b_min)
     return values, coefficients, on_mask, valid
 
 
@@ -450,13 +453,13 @@ class ReconstructionStack(torch.autograd.Function):
         # its place (memory the process has already touched, not fresh pages). All take the
         # contiguous layout of keep, so that the sums below add in the same order whatever
         # the inputs' strides.
-        keep = valid.to(integer, memory_format=_CONTIGUOUS)
+        keep = keep_mask(valid, dtype)
         b_valid = zero_padded(b, keep)
         l_valid = zero_padded(l, keep)
-        counts = xp.asarray(keep.sum(dim=1, dtype=integer))
-        b_sum = xp.asarray(b_valid.sum(dim=1))
-        l_sum = xp.asarray(l_valid.sum(dim=1))
-        b_min = xp.asarray(b_valid.amin(dim=1)) if plan.validate and length else None
+        counts = xp.asarray(torch.sum(keep, 1, dtype=integer))
+        b_sum = xp.asarray(torch.sum(b_valid, 1))
+        l_sum = xp.asarray(torch.sum(l_valid, 1))
+        b_min = xp.asarray(torch.amin(b_valid, 1)) if plan.validate and length else None
 
         shares = share_sums = None
         with xp.errors_ignored():
@@ -468,15 +471,15 @@ class ReconstructionStack(torch.autograd.Function):
                 b_scale = xp.maximum(b_sum, k.tiny)
                 inverse = k.one / b_scale
                 shares = b_valid.mul_(xp.tensor(inverse[:, None]))
-                share_l_sum = xp.asarray(l_valid.mul_(shares).sum(dim=1))
-                norm = xp.asarray(torch.linalg.vector_norm(shares, dim=1))
+                share_l_sum = xp.asarray(torch.sum(l_valid.mul_(shares), 1))
+                norm = xp.asarray(torch.linalg.vector_norm(shares, 2, 1))
                 share_sums = (norm * norm * b_scale, share_l_sum, b_sum / b_scale)
             elif alpha != 0.0:
                 # (b/s)^alpha with s the row sum when no share can underflow that way (the
                 # largest is at least T^-alpha >= 2^-64), else the row maximum, which maps to
                 # exactly 1 (a division, not a reciprocal) so that the share sum is >= 1.
                 if plan.max_scaled(length) and length:
-                    scale = xp.asarray(b_valid.amax(dim=1))
+                    scale = xp.asarray(torch.amax(b_valid, 1))
                 else:
                     scale = b_sum
                 scale = xp.tensor(xp.where(scale > 0, scale, 1.0)[:, None])
@@ -490,9 +493,9 @@ class ReconstructionStack(torch.autograd.Function):
                 # p*b and p*l in place (the masked b and l are not needed any more), then
                 # their sums, and that of p.
                 share_sums = (
-                    xp.asarray(b_valid.mul_(shares).sum(dim=1)),
-                    xp.asarray(l_valid.mul_(shares).sum(dim=1)),
-                    xp.asarray(shares.sum(dim=1)),
+                    xp.asarray(torch.sum(b_valid.mul_(shares), 1)),
+                    xp.asarray(torch.sum(l_valid.mul_(shares), 1)),
+                    xp.asarray(torch.sum(shares, 1)),
                 )
 
             values, coefficients, on_mask, inputs_valid = per_example_stage(

@@ -186,6 +186,7 @@ class _Constants:
 class _HostArrays:
     """The per-example arithmetic in numpy, for CPU tensors (read without copying)."""
 
+    precomputes_total = True  # see ReconstructionStack.forward
     divide = staticmethod(np.divide)
     multiply = staticmethod(np.multiply)
     add = staticmethod(np.add)
@@ -260,6 +261,7 @@ class _HostArrays:
 class _DeviceArrays:
     """The same arithmetic in torch, on the tensors' own device (no host round trip)."""
 
+    precomputes_total = False  # checking for a unit upstream gradient would cost a sync
     divide = staticmethod(torch.div)
     multiply = staticmethod(torch.mul)
     add = staticmethod(torch.add)
@@ -501,12 +503,19 @@ class ReconstructionStack(torch.autograd.Function):
             values, coefficients, on_mask, inputs_valid = per_example_stage(
                 xp, plan, counts, b_sum, l_sum, share_sums, b_min
             )
+            # The usual backward is total.backward(): on the host, its coefficients come
+            # cheaper here, with the arithmetic's error state already set.
+            unit_total = None
+            if ctx.needs_input_grad[0] and xp.precomputes_total:
+                unit_total = gradient_coefficients(
+                    xp, coefficients, on_mask, shares is not None, plan.host_constants.weights
+                )
         if not inputs_valid:
             raise_for_invalid_values(token_nll, zfree_token_nll, valid, epsilon=plan.epsilon)
 
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(keep, *(() if shares is None else (shares,)))
-            ctx.state = (xp, plan, coefficients, on_mask, token_nll.dtype)
+            ctx.state = (xp, plan, coefficients, on_mask, unit_total, token_nll.dtype)
         ctx.set_materialize_grads(False)
         outputs = xp.tensor(values).unbind()
         ctx.mark_non_differentiable(outputs[5], outputs[6])
@@ -524,27 +533,43 @@ class ReconstructionStack(torch.autograd.Function):
         return _stack_backward(ctx, *grads)
 
 
+def gradient_coefficients(
+    xp: _HostArrays | _DeviceArrays, coefficients: Any, on_mask: bool, shares: bool, upstream: Any
+) -> tuple[Any, Any]:
+    """The backward's per-example coefficients for the upstream gradients ``upstream`` =
+    (a_raw, a_dist, a_ex, a_tok, a_cc): u_i per valid token and v_i per unit of p (None
+    without shares, ``alpha == 0``, where the share rows are the uniform rows, on the mask).
+    """
+    # per valid token: a_raw d R_raw/dl + a_dist d R_dist/dl + a_ex d R_ex/dl, the last
+    # divided by bbar + eps, not multiplied by its (overflowing) reciprocal
+    u = coefficients[UNIFORM] * upstream[2] / coefficients[DIVISOR]
+    if not shares:
+        u += (upstream[0:2] + upstream[3:5]) @ coefficients[UNIFORM : DISTRIBUTION + 1]
+        return u, None
+    v = upstream[3:5] @ coefficients[SHARE : CORRECTED + 1]  # per unit of p
+    u += upstream[0:2] @ coefficients[UNIFORM : DISTRIBUTION + 1]
+    if on_mask:
+        u += coefficients[ON_MASK] * v  # rows whose shares are uniform
+    return u, v
+
+
 def _stack_backward(ctx: Any, *grads: Tensor | None) -> tuple[Tensor | None, None, None, None]:
     """The backward of :class:`ReconstructionStack` (module docstring): m u + p v."""
     own, total = grads[0:5], grads[7]  # the diagnostics (5 and 6) carry no gradient
-    if not ctx.needs_input_grad[0] or (total is None and all(g is None for g in own)):
+    only_total = all(g is None for g in own)
+    if not ctx.needs_input_grad[0] or (total is None and only_total):
         return None, None, None, None
     keep, *shares = ctx.saved_tensors
-    xp, plan, coefficients, on_mask, input_dtype = ctx.state
-    # a_k = g_k + w_k g_total for the five terms, in RECONSTRUCTION_TERM_NAMES order
-    upstream = xp.upstream(plan, grads)
-    with xp.errors_ignored():
-        # per valid token: a_raw d R_raw/dl + a_dist d R_dist/dl + a_ex d R_ex/dl, the
-        # last divided by bbar + eps, not multiplied by its (overflowing) reciprocal
-        u = coefficients[UNIFORM] * upstream[2] / coefficients[DIVISOR]
-        if shares:
-            v = upstream[3:5] @ coefficients[SHARE : CORRECTED + 1]  # per unit of p
-            u += upstream[0:2] @ coefficients[UNIFORM : DISTRIBUTION + 1]
-            if on_mask:
-                u += coefficients[ON_MASK] * v  # rows whose shares are uniform
-        else:
-            # alpha = 0: the share rows are the uniform rows, on the mask
-            u += (upstream[0:2] + upstream[3:5]) @ coefficients[UNIFORM : DISTRIBUTION + 1]
+    xp, plan, coefficients, on_mask, unit_total, input_dtype = ctx.state
+    if only_total and unit_total is not None and total.item() == 1.0:
+        # total.backward(): the coefficients of a unit upstream gradient on the total,
+        # computed by the forward (on the host; .item() costs no device sync there)
+        u, v = unit_total
+    else:
+        # a_k = g_k + w_k g_total for the five terms, in RECONSTRUCTION_TERM_NAMES order
+        upstream = xp.upstream(plan, grads)
+        with xp.errors_ignored():
+            u, v = gradient_coefficients(xp, coefficients, on_mask, bool(shares), upstream)
     # u_i at valid positions, 0 at padded ones: zero_padded, with u's integer view taken
     # before it becomes a tensor; then + v_i p_it, p being 0 at padded ones.
     grad = (keep * xp.tensor(xp.integer_view(u, keep.dtype)[:, None])).view(plan.dtype)

@@ -197,6 +197,25 @@ def test_backward_twice_with_retain_graph_and_no_grad_calls() -> None:
         reconstruction_losses(l, b, mask, config(2.0))
 
 
+@pytest.mark.parametrize("alpha", [0.0, 0.5, 1.0, 2.0])
+def test_total_backward_matches_the_general_backward(arithmetic, alpha: float) -> None:
+    # total.backward() takes coefficients the forward computed for a unit upstream
+    # gradient (on the host); any other upstream gradient takes the general path.
+    l, b, mask = awkward_batch(1)
+    cfg = config(alpha)
+    leaf = l.clone().requires_grad_()
+    losses = reconstruction_losses(leaf, b, mask, cfg)
+    (unit,) = torch.autograd.grad(losses.total_reconstruction_loss, leaf, retain_graph=True)
+    # the same upstream gradients, through the general path: bit for bit the same
+    with_zero_term = losses.total_reconstruction_loss + 0.0 * losses.reconstruction_loss
+    (general,) = torch.autograd.grad(with_zero_term, leaf, retain_graph=True)
+    assert torch.equal(unit, general)
+    (scaled,) = torch.autograd.grad(3.0 * losses.total_reconstruction_loss, leaf)
+    rtol = output_tolerance(torch.float64, length=7, alpha=alpha).rtol
+    torch.testing.assert_close(scaled, 3.0 * unit, rtol=rtol, atol=1e-15)
+    assert torch.all(unit[~mask] == 0) and torch.all(scaled[~mask] == 0)
+
+
 @pytest.mark.parametrize("alpha", [0.0, 1.0, 2.0])
 def test_differentiating_the_gradient_is_an_error(alpha: float) -> None:
     # The backward skips once_differentiable's no_grad wrapper when grad mode is off (a

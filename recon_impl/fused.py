@@ -222,6 +222,10 @@ class _HostArrays:
         """Whether x holds a True; where that would cost a host sync, True."""
         return bool(np.logical_or.reduce(x))  # ndarray.any goes through a Python wrapper
 
+    def all_at_least(self, x: np.ndarray, low: Any) -> bool:
+        """Whether every entry of x is >= low; where that would cost a host sync, False."""
+        return x.size == 0 or bool(np.minimum.reduce(x) >= low)
+
     def weighted_sum(self, weights: np.ndarray, x: np.ndarray) -> Any:
         return weights @ x
 
@@ -294,6 +298,9 @@ class _DeviceArrays:
 
     def any(self, x: Tensor) -> bool:
         return True  # no host sync
+
+    def all_at_least(self, x: Tensor, low: Any) -> bool:
+        return False  # no host sync
 
     def weighted_sum(self, weights: tuple[float, ...], x: Tensor) -> Tensor:
         # Python-float weights: no host-to-device copy
@@ -476,26 +483,39 @@ class ReconstructionStack(torch.autograd.Function):
                 share_l_sum = xp.asarray(torch.sum(l_valid.mul_(shares), 1))
                 norm = xp.asarray(torch.linalg.vector_norm(shares, 2, 1))
                 share_sums = (norm * norm * b_scale, share_l_sum, b_sum / b_scale)
-            elif alpha != 0.0:
-                # (b/s)^alpha with s the row sum when no share can underflow that way (the
-                # largest is at least T^-alpha >= 2^-64), else the row maximum, which maps to
-                # exactly 1 (a division, not a reciprocal) so that the share sum is >= 1.
-                if plan.max_scaled(length) and length:
-                    scale = xp.asarray(torch.amax(b_valid, 1))
-                else:
-                    scale = b_sum
-                scale = xp.tensor(xp.where(scale > 0, scale, 1.0)[:, None])
-                if alpha == 0.5:
-                    # rsqrt(|s/b|): sqrt is slow on zeros (padding) on some CPUs, rsqrt of
-                    # inf is not; the abs maps b = -0.0 to +inf like +0.0 (a negative b is
-                    # a validation error anyway).
-                    shares = torch.div(scale, b_valid).abs_().rsqrt_()
-                else:
-                    shares = torch.div(b_valid, scale).pow_(plan.exponent)
+            elif alpha == 0.5:
+                # p = sqrt(b/s) as rsqrt(|s/b|), s the row sum (no share underflows): sqrt is
+                # slow on zeros (padding) on some CPUs, rsqrt of inf is not; the abs maps
+                # b = -0.0 to +inf like +0.0 (a negative b is a validation error anyway).
+                scale = xp.tensor(xp.where(b_sum > 0, b_sum, 1.0)[:, None])
+                shares = torch.div(scale, b_valid).abs_().rsqrt_()
                 # p*b and p*l in place (the masked b and l are not needed any more), then
                 # their sums, and that of p.
                 share_sums = (
                     xp.asarray(torch.sum(b_valid.mul_(shares), 1)),
+                    xp.asarray(torch.sum(l_valid.mul_(shares), 1)),
+                    xp.asarray(torch.sum(shares, 1)),
+                )
+            elif alpha != 0.0:
+                # p = x^alpha with x = b/s, in place of b. s is the row sum when no share can
+                # underflow that way (the largest is at least T^-alpha >= 2^-64), else the
+                # row maximum, which maps to exactly 1 so that the share sum is >= 1 (a
+                # division, not a reciprocal). A row sum is applied as a reciprocal, cheaper
+                # than a division, unless that could overflow (a subnormal sum).
+                k = xp.constants(plan)
+                max_scaled = plan.max_scaled(length)
+                b_scale = xp.asarray(torch.amax(b_valid, 1)) if max_scaled and length else b_sum
+                b_scale = xp.where(b_scale > 0, b_scale, k.one)
+                if max_scaled or not xp.all_at_least(b_scale, k.tiny):
+                    scaled = b_valid.div_(xp.tensor(b_scale[:, None]))
+                else:
+                    scaled = b_valid.mul_(xp.tensor((k.one / b_scale)[:, None]))
+                shares = torch.pow(scaled, plan.exponent)
+                # p*x and p*l in place (x and the masked l are not needed any more), then
+                # their sums, and that of p; sum(p*b) = s sum(p*x).
+                share_x_sum = xp.asarray(torch.sum(scaled.mul_(shares), 1))
+                share_sums = (
+                    share_x_sum * b_scale,
                     xp.asarray(torch.sum(l_valid.mul_(shares), 1)),
                     xp.asarray(torch.sum(shares, 1)),
                 )

@@ -125,6 +125,31 @@ def test_values_and_each_terms_gradient_match_the_plain_formulation(
         assert_agrees(l, b, mask, config(alpha), input_dtype)
 
 
+@pytest.mark.parametrize("alpha", [0.5, 1.0, 2.0, 5.0])
+def test_subnormal_surprisals(arithmetic, alpha: float) -> None:
+    # float32 rows whose valid b are all subnormal, their sum too: the shares are scaled by
+    # a division there, not by a reciprocal, which would overflow. (The products p*b are
+    # subnormal as well, so kappa and what depends on it are only roughly right; the
+    # shares themselves, and so R_tok, are exact to rounding.)
+    l, b, mask = awkward_batch(2)
+    b = b.clone()
+    b[0] = b[0] * 1e-42
+    b[3] = torch.where(torch.arange(7) % 2 == 0, 3e-45, 1e-40).double()
+    low_l, low_b = l.float().requires_grad_(), b.float()
+    assert low_b[0][mask[0]].abs().max() < torch.finfo(torch.float32).tiny
+    losses = reconstruction_losses(low_l, low_b, mask, config(alpha))
+    expected, _, scale = oracle(l, b, mask, config(alpha), torch.float32)
+    tolerance = output_tolerance(torch.float32, length=7, alpha=alpha)
+    for index, name in enumerate(RECONSTRUCTION_LOSS_NAMES):
+        assert math.isfinite(losses[name].item()), name
+        if name in RECONSTRUCTION_TERM_NAMES[:4]:
+            assert tolerance.allows(
+                losses[name].item(), expected[index].item(), scale[index].item()
+            ), name
+    losses.total_reconstruction_loss.backward()
+    assert torch.isfinite(low_l.grad).all()
+
+
 @pytest.mark.parametrize("input_dtype", [torch.float16, torch.bfloat16])
 def test_low_precision_inputs(arithmetic, input_dtype: torch.dtype) -> None:
     l, b, mask = awkward_batch(1)

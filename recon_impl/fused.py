@@ -40,11 +40,17 @@ tensors); only when a rule trips does
 :func:`~recon_impl.validation.raise_for_invalid_values` scan the data. The row minimum of b,
 for the sign rule, is the one read of the data it adds.
 
-Most of a call's cost at moderate sizes is per call, not per element (each torch call costs
-microseconds however small its tensors), so the code keeps the number of torch and numpy
-calls low: row views come from one ``unbind``, reductions return fresh tensors instead of
-writing into slices of a table, the ``[B]``-vector arithmetic writes its rows with ``out=``,
-and the per-plan constants are computed once per configuration (:class:`StackPlan`).
+Much of a call's cost at moderate sizes is per call, not per element: every torch call
+costs microseconds however small its tensors, a numpy call on ``[B]`` vectors a few, and
+the autograd node its own share. So the code keeps those calls few: reductions return
+fresh tensors (no table slices to write into), the ``[B]``-vector arithmetic writes its
+rows with ``out=`` and takes its constants ready-made from the plan (:class:`StackPlan`,
+built once per configuration), the forward also computes the backward's coefficients for
+``total.backward()`` (on the host, inside the error state it has set anyway), and the
+backward takes ``once_differentiable``'s ``no_grad`` wrapper only when grad mode is on.
+Per element, each buffer is one ``[B, T]`` tensor, allocated where it is first written,
+so that memory freed by one call (or within it: the masked l before the backward's
+gradient) is reused rather than faulted in afresh.
 """
 
 from __future__ import annotations
@@ -64,7 +70,6 @@ from recon_impl.config import ReconstructionLossConfig
 from recon_impl.validation import raise_for_invalid_values
 
 _INTEGER_VIEW = {2: torch.int16, 4: torch.int32, 8: torch.int64}
-_CONTIGUOUS = torch.contiguous_format
 _FLOAT_BYTES = {torch.float16: 2, torch.bfloat16: 2, torch.float32: 4, torch.float64: 8}
 _NUMPY_DTYPE = {torch.float32: np.float32, torch.float64: np.float64}
 _NUMPY_INTEGER = {torch.int16: np.int16, torch.int32: np.int32, torch.int64: np.int64}
@@ -143,25 +148,21 @@ def keep_mask(valid: Tensor, dtype: torch.dtype) -> Tensor:
     integer = _INTEGER_VIEW[_FLOAT_BYTES[dtype]]
     if integer is torch.int32 and valid.is_contiguous():
         return valid.int()  # the common case: .int() parses faster than .to(...)
-    return valid.to(integer, memory_format=_CONTIGUOUS)
+    return valid.to(integer, memory_format=torch.contiguous_format)
 
 
-def zero_padded(x: Tensor, keep: Tensor, *, out: Tensor | None = None) -> Tensor:
+def zero_padded(x: Tensor, keep: Tensor) -> Tensor:
     """``x`` where ``keep`` is 1 and +0.0 where it is 0: ``torch.where(keep, x, 0)`` bit for bit.
 
     The product is taken on the integer view (bits times 1 or times 0), so a NaN or inf at a
     cleared position cannot leak. ``keep`` comes from :func:`keep_mask` for ``x.dtype``;
     ``x`` broadcasts against it. The result has ``keep``'s layout (the first operand of an
     elementwise op sets it), contiguous for a :func:`keep_mask`, whatever ``x``'s strides.
-    With ``out`` (of ``x``'s dtype) the result is written there.
     """
-    if out is None:
-        return (keep * x.view(keep.dtype)).view(x.dtype)
-    torch.mul(keep, x.view(keep.dtype), out=out.view(keep.dtype))
-    return out
+    return (keep * x.view(keep.dtype)).view(x.dtype)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Constants:
     """The scalars the per-example arithmetic uses, in the form each back end takes fastest:
     0-d arrays of the dtype for numpy (cheaper operands than Python floats), Python floats
@@ -188,7 +189,6 @@ class _HostArrays:
 
     precomputes_total = True  # see ReconstructionStack.forward
     divide = staticmethod(np.divide)
-    multiply = staticmethod(np.multiply)
     add = staticmethod(np.add)
     maximum = staticmethod(np.maximum)
     minimum = staticmethod(np.minimum)
@@ -267,7 +267,6 @@ class _DeviceArrays:
 
     precomputes_total = False  # checking for a unit upstream gradient would cost a sync
     divide = staticmethod(torch.div)
-    multiply = staticmethod(torch.mul)
     add = staticmethod(torch.add)
     maximum = staticmethod(torch.clamp_min)  # with a Python float
     minimum = staticmethod(torch.minimum)  # with a 0-d tensor (NaN propagates)
@@ -487,7 +486,8 @@ class ReconstructionStack(torch.autograd.Function):
                 # p = sqrt(b/s) as rsqrt(|s/b|), s the row sum (no share underflows): sqrt is
                 # slow on zeros (padding) on some CPUs, rsqrt of inf is not; the abs maps
                 # b = -0.0 to +inf like +0.0 (a negative b is a validation error anyway).
-                scale = xp.tensor(xp.where(b_sum > 0, b_sum, 1.0)[:, None])
+                k = xp.constants(plan)
+                scale = xp.tensor(xp.where(b_sum > 0, b_sum, k.one)[:, None])
                 shares = torch.div(scale, b_valid).abs_().rsqrt_()
                 # p*b and p*l in place (the masked b and l are not needed any more), then
                 # their sums, and that of p.

@@ -180,8 +180,10 @@ class _Constants:
         if not host:
             return _Constants(*values, weights=plan.weights)
         dtype = _NUMPY_DTYPE.get(plan.dtype, np.float64)
-        arrays = (np.array(value, dtype=dtype) for value in values)
-        return _Constants(*arrays, weights=np.array(plan.weights, dtype=dtype))
+        arrays = [np.array(value, dtype=dtype) for value in (*values, plan.weights)]
+        for array in arrays:
+            array.flags.writeable = False  # shared by every call with this plan
+        return _Constants(*arrays)
 
 
 class _HostArrays:

@@ -90,17 +90,33 @@ class ReconstructionLosses(Mapping[str, Tensor]):
         return f"ReconstructionLosses({body})"
 
 
+# compute_dtype of the common floating dtypes, looked up rather than derived on every call
+_COMPUTE_DTYPE = {
+    torch.float16: torch.float32,
+    torch.bfloat16: torch.float32,
+    torch.float32: torch.float32,
+    torch.float64: torch.float64,
+}
+
+
 def compute_dtype(*dtypes: torch.dtype) -> torch.dtype:
     """float32 or better: the promoted input dtype, raised to float32 when narrower."""
     promoted = dtypes[0]
     for dtype in dtypes[1:]:
-        promoted = torch.promote_types(promoted, dtype)
+        if dtype is not promoted:
+            promoted = torch.promote_types(promoted, dtype)
+    known = _COMPUTE_DTYPE.get(promoted)
+    if known is not None:
+        return known
     return promoted if torch.finfo(promoted).bits >= 32 else torch.float32
+
+
+_ARE_FUNCTORCH_TRANSFORMS_ACTIVE = getattr(torch._C, "_are_functorch_transforms_active", None)
 
 
 def _functorch_transforms_active() -> bool:
     """Whether a ``torch.func`` transform (grad, vmap, ...) is tracing this call."""
-    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    active = _ARE_FUNCTORCH_TRANSFORMS_ACTIVE
     return bool(active()) if active is not None else False
 
 
@@ -152,7 +168,9 @@ def reconstruction_losses(
         )
     else:
         plan = StackPlan.from_config(config, dtype, validate)
-        values = ReconstructionStack.apply(token_nll, zfree_token_nll.detach(), valid, plan)
+        if zfree_token_nll.requires_grad:
+            zfree_token_nll = zfree_token_nll.detach()
+        values = ReconstructionStack.apply(token_nll, zfree_token_nll, valid, plan)
     return ReconstructionLosses(*values)
 
 

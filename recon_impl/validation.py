@@ -17,6 +17,18 @@ from torch import Tensor
 
 def check_tensor_metadata(token_nll: Tensor, zfree_token_nll: Tensor, mask: Tensor) -> Tensor:
     """Check shapes, dtypes and devices; return the mask as a bool tensor."""
+    if (
+        isinstance(token_nll, Tensor)
+        and isinstance(zfree_token_nll, Tensor)
+        and isinstance(mask, Tensor)
+        and token_nll.dim() == 2
+        and token_nll.shape == zfree_token_nll.shape == mask.shape
+        and token_nll.is_floating_point()
+        and zfree_token_nll.is_floating_point()
+        and token_nll.device == zfree_token_nll.device == mask.device
+    ):
+        # every rule below holds: the common case, in as few attribute reads as possible
+        return as_bool_mask(mask)
     for name, value in (
         ("token_nll", token_nll),
         ("zfree_token_nll", zfree_token_nll),

@@ -125,6 +125,31 @@ def test_values_and_each_terms_gradient_match_the_plain_formulation(
         assert_agrees(l, b, mask, config(alpha), input_dtype)
 
 
+@pytest.mark.parametrize("alpha", [0.5, 1.0, 2.0, 5.0])
+def test_subnormal_surprisals(arithmetic, alpha: float) -> None:
+    # float32 rows whose valid b are all subnormal, their sum too: the shares are scaled by
+    # a division there, not by a reciprocal, which would overflow. (The products p*b are
+    # subnormal as well, so kappa and what depends on it are only roughly right; the
+    # shares themselves, and so R_tok, are exact to rounding.)
+    l, b, mask = awkward_batch(2)
+    b = b.clone()
+    b[0] = b[0] * 1e-42
+    b[3] = torch.where(torch.arange(7) % 2 == 0, 3e-45, 1e-40).double()
+    low_l, low_b = l.float().requires_grad_(), b.float()
+    assert low_b[0][mask[0]].abs().max() < torch.finfo(torch.float32).tiny
+    losses = reconstruction_losses(low_l, low_b, mask, config(alpha))
+    expected, _, scale = oracle(l, b, mask, config(alpha), torch.float32)
+    tolerance = output_tolerance(torch.float32, length=7, alpha=alpha)
+    for index, name in enumerate(RECONSTRUCTION_LOSS_NAMES):
+        assert math.isfinite(losses[name].item()), name
+        if name in RECONSTRUCTION_TERM_NAMES[:4]:
+            assert tolerance.allows(
+                losses[name].item(), expected[index].item(), scale[index].item()
+            ), name
+    losses.total_reconstruction_loss.backward()
+    assert torch.isfinite(low_l.grad).all()
+
+
 @pytest.mark.parametrize("input_dtype", [torch.float16, torch.bfloat16])
 def test_low_precision_inputs(arithmetic, input_dtype: torch.dtype) -> None:
     l, b, mask = awkward_batch(1)
@@ -195,6 +220,43 @@ def test_backward_twice_with_retain_graph_and_no_grad_calls() -> None:
     assert not values.total_reconstruction_loss.requires_grad
     with torch.inference_mode():
         reconstruction_losses(l, b, mask, config(2.0))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5, 1.0, 2.0])
+def test_total_backward_matches_the_general_backward(arithmetic, alpha: float) -> None:
+    # total.backward() takes coefficients the forward computed for a unit upstream
+    # gradient (on the host); any other upstream gradient takes the general path.
+    l, b, mask = awkward_batch(1)
+    cfg = config(alpha)
+    leaf = l.clone().requires_grad_()
+    losses = reconstruction_losses(leaf, b, mask, cfg)
+    (unit,) = torch.autograd.grad(losses.total_reconstruction_loss, leaf, retain_graph=True)
+    # the same upstream gradients, through the general path: bit for bit the same
+    with_zero_term = losses.total_reconstruction_loss + 0.0 * losses.reconstruction_loss
+    (general,) = torch.autograd.grad(with_zero_term, leaf, retain_graph=True)
+    assert torch.equal(unit, general)
+    (scaled,) = torch.autograd.grad(3.0 * losses.total_reconstruction_loss, leaf)
+    rtol = output_tolerance(torch.float64, length=7, alpha=alpha).rtol
+    torch.testing.assert_close(scaled, 3.0 * unit, rtol=rtol, atol=1e-15)
+    assert torch.all(unit[~mask] == 0) and torch.all(scaled[~mask] == 0)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, 2.0])
+def test_differentiating_the_gradient_is_an_error(alpha: float) -> None:
+    # The backward skips once_differentiable's no_grad wrapper when grad mode is off (a
+    # plain backward); with create_graph=True the guard still applies.
+    l, b, mask = awkward_batch(0)
+    leaf = l.clone().requires_grad_()
+    total = reconstruction_losses(leaf, b, mask, config(alpha)).total_reconstruction_loss
+    weight = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(weight * total, leaf, create_graph=True)
+    assert grad.requires_grad
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        grad.sum().backward()
+    # without create_graph the gradient is the same, and carries no graph
+    (plain,) = torch.autograd.grad(2.0 * total, leaf)
+    assert not plain.requires_grad
+    torch.testing.assert_close(plain, grad.detach(), rtol=0, atol=0)
 
 
 def test_non_contiguous_and_expanded_inputs() -> None:

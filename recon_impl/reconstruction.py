@@ -148,6 +148,10 @@ def reconstruction_losses(
         device. ``total_reconstruction_loss`` is differentiable with respect to ``token_nll``,
         and so is each of the five terms on its own.
 
+    Every term is linear in ``token_nll``, so its second derivative is 0; the eager path's
+    gradient is written by a fused backward that is not itself differentiable
+    (``create_graph=True`` followed by a second backward raises).
+
     Eagerly, the stack runs as one fused autograd node (``recon_impl.fused``); under
     ``torch.compile`` it is traced from the plain formulation below, which compiles without
     a graph break when ``validate=False``, and so it runs under ``torch.func`` transforms.

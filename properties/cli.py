@@ -7,14 +7,11 @@ target cannot be imported or called.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
 import traceback
 from collections.abc import Sequence
-
-DTYPE_CHOICES = ("float64", "float32", "bfloat16", "float16")
 
 
 def _doc(args: argparse.Namespace) -> int:
@@ -33,15 +30,10 @@ def _list_invariants() -> int:
 
 
 def _domain(args: argparse.Namespace):
-    import torch
+    from properties.options import domain_from
 
-    from properties.strategies import Domain
-
-    return Domain(
-        max_alpha=args.max_alpha,
-        max_loss=args.max_loss,
-        dtypes=tuple(getattr(torch, name) for name in args.dtypes.split(",")),
-        device=args.device,
+    return domain_from(
+        max_alpha=args.max_alpha, max_loss=args.max_loss, dtypes=args.dtypes, device=args.device
     )
 
 
@@ -134,22 +126,9 @@ def _run_all(requests, jobs: int):
             yield future.result()
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
-def _dtype_list(text: str) -> str:
-    names = text.split(",")
-    unknown = [n for n in names if n not in DTYPE_CHOICES]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"dtypes must be among {', '.join(DTYPE_CHOICES)}")
-    return text
-
-
 def build_parser() -> argparse.ArgumentParser:
+    from properties.options import RUN_OPTIONS
+
     parser = argparse.ArgumentParser(
         prog="recon-spec",
         description="Specification and conformance suite of the reconstruction loss stack.",
@@ -178,13 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also run the opt-in validation group (bad inputs must raise ValueError)",
     )
-    check.add_argument(
-        "--profile",
-        choices=("dev", "ci", "thorough"),
-        help="hypothesis profile (default: ci when CI=true, else dev)",
-    )
-    check.add_argument("--max-examples", type=int, metavar="N", help="examples per invariant")
-    check.add_argument("--seed", type=int, help="seed for the random draws")
+    for name, options in RUN_OPTIONS:
+        check.add_argument(f"--{name}", **options)
     check.add_argument(
         "--no-database",
         action="store_true",
@@ -196,25 +170,6 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=min(2, os.cpu_count() or 1),
         help="worker processes (default: 2, or 1 on a single core)",
-    )
-    check.add_argument("--device", default="cpu", help="device of the input tensors")
-    check.add_argument(
-        "--max-alpha",
-        type=_positive_float,
-        default=math.inf,
-        help="largest alpha the target is meant for (default: any finite alpha)",
-    )
-    check.add_argument(
-        "--max-loss",
-        type=_positive_float,
-        default=1e4,
-        help="largest loss value drawn (default: 1e4)",
-    )
-    check.add_argument(
-        "--dtypes",
-        type=_dtype_list,
-        default=",".join(DTYPE_CHOICES),
-        help="comma-separated input dtypes to draw (default: all four)",
     )
     check.set_defaults(run=_check)
 

@@ -9,11 +9,9 @@ the ``pytest11`` entry point, so its options exist wherever recon-spec is instal
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
-from properties.cli import DTYPE_CHOICES
+from properties.options import RUN_OPTIONS, domain_from
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -23,30 +21,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="MODULE:CALLABLE",
         help="implementation to check (default: $RECON_IMPL, else the bundled one)",
     )
-    group.addoption(
-        "--recon-profile",
-        choices=("dev", "ci", "thorough"),
-        help="hypothesis profile (default: ci when CI=true, else dev)",
-    )
-    group.addoption("--recon-max-examples", type=int, metavar="N", help="examples per invariant")
-    group.addoption("--recon-seed", type=int, help="seed for the random draws")
+    for name, options in RUN_OPTIONS:
+        group.addoption(f"--recon-{name}", **options)
     group.addoption(
         "--recon-validation",
         action="store_true",
         help="also run the opt-in validation invariants",
     )
-    group.addoption(
-        "--recon-max-alpha",
-        type=float,
-        default=math.inf,
-        help="largest alpha the implementation is meant for (default: any)",
-    )
-    group.addoption(
-        "--recon-dtypes",
-        default=",".join(DTYPE_CHOICES),
-        help="comma-separated input dtypes to draw",
-    )
-    group.addoption("--recon-device", default="cpu", help="device of the input tensors")
 
 
 def _target_name(config: pytest.Config) -> str:
@@ -83,17 +64,15 @@ def recon_target(request: pytest.FixtureRequest):
 @pytest.fixture(scope="session")
 def recon_run_options(request: pytest.FixtureRequest):
     """Profile settings, domain and seed chosen on the command line."""
-    import torch
-
     from properties.profiles import default_profile, profile_settings
-    from properties.strategies import Domain
 
     option = request.config.getoption
     profile = option("--recon-profile") or default_profile()
     settings = profile_settings(profile, max_examples=option("--recon-max-examples"))
-    domain = Domain(
+    domain = domain_from(
         max_alpha=option("--recon-max-alpha"),
-        dtypes=tuple(getattr(torch, name) for name in option("--recon-dtypes").split(",")),
+        max_loss=option("--recon-max-loss"),
+        dtypes=option("--recon-dtypes"),
         device=option("--recon-device"),
     )
     return {

@@ -26,7 +26,7 @@ def check_oracle_agreement(probe: Probe, case: LossCase) -> None:
 
 
 def _cases(domain: Domain, dtypes) -> st.SearchStrategy[LossCase]:
-    return loss_cases(domain, dtypes=dtypes) if dtypes else st.nothing()
+    return loss_cases(domain, dtypes=dtypes)
 
 
 INVARIANTS = (
@@ -41,6 +41,7 @@ INVARIANTS = (
         ),
         strategy=lambda domain: _cases(domain, domain.full_precision_dtypes),
         check=check_oracle_agreement,
+        applies=lambda domain: bool(domain.full_precision_dtypes),
         examples=tuple(
             EDGE_CASES[name]
             for name in (
@@ -64,6 +65,7 @@ INVARIANTS = (
         spec_refs=("MATH.md#precision",),
         strategy=lambda domain: _cases(domain, domain.low_precision_dtypes),
         check=check_oracle_agreement,
+        applies=lambda domain: bool(domain.low_precision_dtypes),
         examples=(EDGE_CASES["half-precision"], EDGE_CASES["bfloat16-integer-mask"]),
     ),
     Invariant(

@@ -74,3 +74,29 @@ def test_every_math_identity_is_checked_against_implementations() -> None:
         "alpha-infinity-concentration",
     ):
         assert identity in referenced, identity
+
+
+def test_a_narrowed_domain_makes_some_invariants_not_applicable() -> None:
+    import torch
+    from hypothesis import settings
+
+    from properties.profiles import profile_settings
+    from properties.runner import run_invariant
+    from properties.strategies import Domain
+    from recon_impl import reconstruction_losses
+
+    quick = settings(profile_settings("ci"), max_examples=5)
+    full_only = Domain(dtypes=(torch.float64,), max_alpha=10.0)
+    half_only = Domain(dtypes=(torch.float16,))
+    expectations = [
+        ("oracle-agreement-low-precision", full_only, "not applicable"),
+        ("huge-alpha-concentration", full_only, "not applicable"),
+        ("oracle-agreement", full_only, "passed"),
+        ("oracle-agreement", half_only, "not applicable"),
+        ("oracle-agreement-low-precision", half_only, "passed"),
+    ]
+    for invariant_id, domain, status in expectations:
+        result = run_invariant(
+            by_id(invariant_id), reconstruction_losses, target="t", settings=quick, domain=domain
+        )
+        assert result.status == status, (invariant_id, domain, result.failure)

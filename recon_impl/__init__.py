@@ -4,6 +4,8 @@ Where things are:
 
 * ``config.py`` — ``ReconstructionLossConfig``, ``DisentanglementLossConfig``
 * ``reconstruction.py`` — ``reconstruction_losses``: the five terms, two diagnostics, total
+  (and the plain formulation ``torch.compile`` traces)
+* ``fused.py`` — the fused eager path: one autograd node, a few passes over the data
 * ``total_loss.py`` — ``compute_total_loss``: reconstruction plus the auxiliary terms
 * ``logits.py`` — ``token_nll_from_logits``
 * ``trainer_flags.py`` — the trainer's command-line flags

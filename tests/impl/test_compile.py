@@ -15,9 +15,9 @@ import torch
 from properties.tolerances import output_tolerance
 from recon_impl import (
     RECONSTRUCTION_LOSS_NAMES,
-    ReconstructionLossConfig,
     reconstruction_losses,
 )
+from tests.impl.configs import EVERY_TERM_CONFIG
 
 HAS_C_COMPILER = any(shutil.which(cc) for cc in ("cc", "gcc", "clang", "c++", "g++"))
 
@@ -26,16 +26,7 @@ pytestmark = pytest.mark.skipif(
     reason="torch.compile (inductor) is unavailable on this platform",
 )
 
-CONFIG = ReconstructionLossConfig(
-    raw_weight=0.5,
-    distribution_normalized_weight=0.25,
-    example_inverse_surprisal_weight=0.75,
-    token_weighted_weight=1.5,
-    normalized_concentration_corrected_token_weighted_weight=2.0,
-    token_weight_alpha=1.3,
-    example_inverse_surprisal_epsilon=0.1,
-    zfree_reference_scale=3.0,
-)
+CONFIG = EVERY_TERM_CONFIG
 
 
 def stack(token_nll, zfree_token_nll, mask):

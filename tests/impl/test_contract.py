@@ -16,17 +16,9 @@ from recon_impl import (
     ReconstructionLosses,
     reconstruction_losses,
 )
+from tests.impl.configs import EVERY_TERM_CONFIG
 
-CONFIG = ReconstructionLossConfig(
-    raw_weight=0.5,
-    distribution_normalized_weight=0.25,
-    example_inverse_surprisal_weight=0.75,
-    token_weighted_weight=1.5,
-    normalized_concentration_corrected_token_weighted_weight=2.0,
-    token_weight_alpha=1.3,
-    example_inverse_surprisal_epsilon=0.1,
-    zfree_reference_scale=3.0,
-)
+CONFIG = EVERY_TERM_CONFIG
 
 
 def batch(dtype=torch.float64, seed: int = 0):

@@ -55,6 +55,14 @@ def render_call(index: int, call: Call) -> list[str]:
             lines.append(
                 f"print('d {call.backward_of} / d zfree_token_nll:', zfree_token_nll_{k}.grad)"
             )
+    if call.zfree_gradients_of:
+        lines += [
+            f"for name, value in out_{k}.items():  # the spec: None or all zeros for each",
+            "    if value.requires_grad:",
+            f"        (grad,) = torch.autograd.grad(value, zfree_token_nll_{k}, "
+            "retain_graph=True, allow_unused=True)",
+            "        print(f'd {name} / d zfree_token_nll:', grad)",
+        ]
     return lines
 
 

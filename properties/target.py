@@ -113,6 +113,8 @@ class Call:
     backward_of: str | None = None
     token_nll_grad: list[list[float]] | None = None
     zfree_grad: list[list[float]] | None = None
+    # outputs differentiated with respect to zfree_token_nll one by one (stop-gradient)
+    zfree_gradients_of: tuple[str, ...] = ()
     error: str | None = None
 
 
@@ -168,3 +170,18 @@ class Probe:
         if zfree.grad is not None:
             record.zfree_grad = zfree.grad.double().tolist()
         return record.values, grad, zfree.grad
+
+    def zfree_gradients(self, case: LossCase) -> dict[str, torch.Tensor | None]:
+        """d(output)/d zfree_token_nll for each output that requires grad (None where the
+        graph does not reach zfree_token_nll)."""
+        outputs, (_, zfree, _) = self.call(
+            case, token_nll_requires_grad=True, zfree_requires_grad=True
+        )
+        differentiable = tuple(name for name, value in outputs.items() if value.requires_grad)
+        self.calls[-1].zfree_gradients_of = differentiable
+        gradients = {}
+        for name in differentiable:
+            (gradients[name],) = torch.autograd.grad(
+                outputs[name], zfree, retain_graph=True, allow_unused=True
+            )
+        return gradients

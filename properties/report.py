@@ -39,10 +39,11 @@ def failure_section(
         for finding in failure.diagnosis:
             out.write(f"  - {finding}\n")
     if failure.edge_case:
-        out.write(
-            f"\nthe edge case {failure.edge_case!r} (properties/invariants/edge_cases.py) fails"
-        )
-        out.write("; so does a random input:\n" if failure.shrunk else ":\n")
+        where = f"the named edge case {failure.edge_case!r} (properties/invariants/edge_cases.py)"
+        if failure.shrunk:
+            out.write(f"\n{where} fails too; the input below is a random one, smaller:\n")
+        else:
+            out.write(f"\n{where} fails (no random input did):\n")
     if failure.shrunk:
         out.write(f"\nminimal input (shrunk by hypothesis):\n  {failure.minimal_input}\n")
     else:

@@ -8,6 +8,7 @@ variant". Variants explain failures; they never decide them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -186,9 +187,17 @@ def diagnose(
     expected: dict[str, float],
     tolerance: Tolerance,
 ) -> list[str]:
-    """One sentence per output that misses the spec but matches a known variant."""
+    """One sentence per output that misses the spec but matches a known variant, and one
+    per output that is NaN or inf where the spec's value is finite."""
     batch = Batch.of(case)
-    findings = []
+    # A non-finite output fails every comparison, including those of the relational
+    # invariants, which compare the implementation with itself: say so first.
+    findings = [
+        f"your {name} is {observed[name]} where the spec's is {expected[name]:.9g}: a NaN or "
+        "inf fails every comparison (relational invariants included), so fix it first"
+        for name in expected
+        if name in observed and math.isfinite(expected[name]) and not math.isfinite(observed[name])
+    ]
     for name, variants in VARIANTS.items():
         if name not in observed or close(observed[name], expected[name], tolerance, expected[name]):
             continue

@@ -3,6 +3,8 @@ mistake, and the runner records what it tried."""
 
 from __future__ import annotations
 
+import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +81,55 @@ def test_diagnosis_finds_a_total_that_misses_a_term() -> None:
     tolerance = output_tolerance(case.dtype, length=2, alpha=1.0)
     findings = diagnose(case, observed, reference, tolerance)
     assert any(f"without the {cc} term" in f for f in findings)
+
+
+def test_diagnosis_names_a_non_finite_output_first() -> None:
+    case = EDGE_CASES["all-zero-surprisal-row"]
+    reference = dict(expected(case).values)
+    observed = dict(reference, token_concentration_factor=float("nan"))
+    tolerance = output_tolerance(case.dtype, length=case.shape[1], alpha=2.0)
+    findings = diagnose(case, observed, reference, tolerance)
+    assert findings[0].startswith("your token_concentration_factor is nan where the spec's is 1")
+    # an output that is NaN in the spec too is not a finding
+    assert diagnose(case, reference, reference, tolerance) == []
+
+
+def test_a_relational_failure_on_a_nan_output_says_so() -> None:
+    def nan_kappa(token_nll, zfree_token_nll, mask, config):
+        from recon_impl import reconstruction_losses
+
+        outputs = dict(reconstruction_losses(token_nll, zfree_token_nll, mask, config))
+        outputs["token_concentration_factor"] = outputs["token_concentration_factor"] * math.nan
+        return outputs
+
+    result = run("padding-extension", nan_kappa, "g:h")
+    assert result.status == "failed"
+    assert any("is nan where the spec's is" in finding for finding in result.failure.diagnosis)
+
+
+def test_stop_gradient_reproduction_prints_the_leaking_gradient(tmp_path: Path) -> None:
+    result = run(
+        "stop-gradient", wrong.zfree_not_detached, "properties.zoo.wrong:zfree_not_detached"
+    )
+    assert result.status == "failed"
+    script = tmp_path / "repro.py"
+    script.write_text(result.failure.reproduction)
+    completed = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr
+    # One line per output that requires grad: "d NAME / d zfree_token_nll: GRADIENT".
+    gradients = {
+        name.removeprefix("d "): gradient
+        for name, _, gradient in (
+            line.partition(" / d zfree_token_nll: ") for line in completed.stdout.splitlines()
+        )
+        if gradient
+    }
+    assert "total_reconstruction_loss" in gradients, completed.stdout
+    entries = [
+        float(number)
+        for gradient in gradients.values()
+        for number in re.findall(r"-?\d+\.\d*(?:e[-+]?\d+)?", gradient.split("dtype")[0])
+    ]
+    assert any(entry != 0.0 for entry in entries), completed.stdout

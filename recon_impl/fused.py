@@ -29,9 +29,14 @@ on CPUs, where that is not vectorised.
 Shares are MATH.md's ``softmax(alpha * log b)``, computed as :math:`(b/s)^\alpha` over their
 sum, with :math:`s` a per-example scale. ``alpha == 0``: uniform, never materialised.
 ``alpha == 1``: :math:`s = \sum b`, no power. Otherwise :math:`s = \sum b` while
-:math:`\alpha \log_2 T \le 64` (the largest share is then at least :math:`T^{-\alpha} \ge
-2^{-64}`: nothing underflows, and no max pass), else :math:`s = b_\max`, which maps to
-exactly 1, so that no finite :math:`\alpha` loses the row. ``alpha == 0.5`` uses
+:math:`\alpha \le 2`, else :math:`s = b_\max`, which maps to exactly 1. The choice is about
+the shares that underflow (a tail token's :math:`(b/s)^\alpha` below the dtype's smallest
+normal number carries an absolute error of up to half the smallest subnormal, and the
+normalisation divides that error by the share sum): with :math:`s = b_\max` the sum is at
+least 1; with :math:`s = \sum b` it is at least :math:`\min(1, T^{1-\alpha})`, which for
+:math:`\alpha \le 2` costs at most a factor :math:`T`, and spares the max pass. Beyond,
+:math:`T^{\alpha - 1}` grows without bound (float32 would flush tail shares of 1e-30 to 0),
+and no finite :math:`\alpha` loses the row to the maximum. ``alpha == 0.5`` uses
 :math:`\mathrm{rsqrt}(|s/b|)`. A row whose valid :math:`b` are all 0 gets uniform shares, and
 :math:`\kappa_i = 1` where :math:`\bar b_i = 0`.
 
@@ -137,10 +142,13 @@ class StackPlan:
             validate=validate,
         )
 
-    def max_scaled(self, length: int) -> bool:
+    @property
+    def max_scaled(self) -> bool:
         """Whether shares are scaled by the row maximum rather than the row sum (module
-        docstring): only when T^-alpha could underflow."""
-        return self.alpha * math.log2(max(length, 2)) > 64.0
+        docstring): for alpha > 2, where the row sum would let a tail share's underflow
+        error grow as T^(alpha - 1), and a single token's b * (1/b), a rounding below 1,
+        vanish under a huge alpha."""
+        return self.alpha > 2.0
 
 
 def keep_mask(valid: Tensor, dtype: torch.dtype) -> Tensor:
@@ -499,13 +507,14 @@ class ReconstructionStack(torch.autograd.Function):
                     xp.asarray(torch.sum(shares, 1)),
                 )
             elif alpha != 0.0:
-                # p = x^alpha with x = b/s, in place of b. s is the row sum when no share can
-                # underflow that way (the largest is at least T^-alpha >= 2^-64), else the
-                # row maximum, which maps to exactly 1 so that the share sum is >= 1 (a
-                # division, not a reciprocal). A row sum is applied as a reciprocal, cheaper
-                # than a division, unless that could overflow (a subnormal sum).
+                # p = x^alpha with x = b/s, in place of b. s is the row sum for alpha <= 2
+                # (the share sum is then >= min(1, T^(1 - alpha)) >= 1/T: an underflowing
+                # share's error grows by at most T), else the row maximum, which maps to
+                # exactly 1 so that the share sum is >= 1 (a division, not a reciprocal). A
+                # row sum is applied as a reciprocal, cheaper than a division, unless that
+                # could overflow (a subnormal sum).
                 k = xp.constants(plan)
-                max_scaled = plan.max_scaled(length)
+                max_scaled = plan.max_scaled
                 b_scale = xp.asarray(torch.amax(b_valid, 1)) if max_scaled and length else b_sum
                 b_scale = xp.where(b_scale > 0, b_scale, k.one)
                 if max_scaled or not xp.all_at_least(b_scale, k.tiny):

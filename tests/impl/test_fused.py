@@ -111,8 +111,8 @@ def arithmetic(request, monkeypatch):
 
 
 # 0: uniform, 0.5: rsqrt route, 1: b/sum b, 2: pow of b/sum b, 1.3: generic pow,
-# 40: alpha * log2(T) > 64, so normalised by the row maximum, 1e30: all weight on the max.
-ALPHAS = [0.0, 0.5, 1.0, 2.0, 1.3, 40.0, 1e30]
+# 2.5 and 40: alpha > 2, so normalised by the row maximum, 1e30: all weight on the max.
+ALPHAS = [0.0, 0.5, 1.0, 2.0, 1.3, 2.5, 40.0, 1e30]
 
 
 @pytest.mark.parametrize("alpha", ALPHAS)
@@ -123,6 +123,29 @@ def test_values_and_each_terms_gradient_match_the_plain_formulation(
     for seed in range(3):
         l, b, mask = awkward_batch(seed)
         assert_agrees(l, b, mask, config(alpha), input_dtype)
+
+
+@pytest.mark.parametrize(("alpha", "tail"), [(2.0, 1e-14), (2.5, 1e-11), (27.5, 0.5)])
+def test_a_tail_share_far_below_the_largest_keeps_its_relative_accuracy(
+    arithmetic, alpha: float, tail: float
+) -> None:
+    # Only the tail token carries loss; its share, about 1e-30, is a normal float32 number.
+    # Scaled by the row sum, (b/sum b)^alpha would underflow first for alpha > 2 (27.5 * log2 5
+    # < 64: the old rule kept the row sum there, and R_tok came out 0).
+    l = torch.tensor([[0.0, 0.0, 0.0, 0.0, 1.0]], dtype=torch.float64)
+    b = torch.tensor([[6.0, 6.0, 6.0, 6.0, tail]], dtype=torch.float64)
+    mask = torch.ones(1, 5, dtype=torch.bool)
+    cfg = config(alpha)
+    losses = reconstruction_losses(l.float(), b.float(), mask, cfg)
+    expected, _, scale = oracle(l, b, mask, cfg, torch.float32)
+    tolerance = output_tolerance(torch.float32, length=5, alpha=alpha)
+    index = RECONSTRUCTION_LOSS_NAMES.index("token_weighted_reconstruction_loss")
+    assert 1e-32 < expected[index].item() < 1e-29
+    assert tolerance.allows(
+        losses.token_weighted_reconstruction_loss.item(),
+        expected[index].item(),
+        scale[index].item(),
+    )
 
 
 @pytest.mark.parametrize("alpha", [0.5, 1.0, 2.0, 5.0])

@@ -20,7 +20,7 @@ from properties.oracle import expected
 from properties.reproduction import render
 from properties.strategies import DEFAULT_DOMAIN, Domain
 from properties.target import Implementation, Probe
-from properties.tolerances import output_tolerance
+from properties.tolerances import case_tolerance
 
 
 @dataclass
@@ -70,9 +70,7 @@ def _diagnose_calls(probe: Probe) -> list[str]:
         except Exception:  # an input the oracle rejects: nothing to compare with
             continue
         case = call.case
-        tol = output_tolerance(
-            case.dtype, length=case.shape[1], alpha=case.config.token_weight_alpha
-        )
+        tol = case_tolerance(case)
         for finding in diagnose(case, call.values, reference, tol):
             if finding not in findings:
                 findings.append(finding)

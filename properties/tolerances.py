@@ -14,13 +14,34 @@ and ``scale`` the magnitude the result is built from: the same quantity evaluate
 |l| in place of l, so that cancellation between signed losses is not blamed on the
 implementation. The constants are generous by a small factor over the worst case seen
 and never tuned to let a failing implementation pass.
+
+Below the dtype's smallest normal number rounding errors are absolute, not relative
+(gradual underflow: a rounding adds up to ``eta``, half the smallest subnormal). Tempered
+shares reach there easily: (1/6)^52 is a subnormal float32. An underflowing share's error
+travels to the outputs multiplied by what multiplies the share (l, b, 1/c, the weights), and
+a careful implementation keeps it within a factor T of ``eta`` (the normalisation divides
+it by a share sum of at least 1/T). So every comparison also allows
+
+    atol = eta * (BASE + PER_TOKEN * T) * M,
+    M = 1 + T + S_b + (1 + w_tok + w_cc) * S_l * (1 + 1/c),
+
+with ``S_l``, ``S_b`` the mean over kept examples of the row sums of |l| and b: M bounds the
+factor any output applies to a share (R_tok: S_l; R_cc: S_l/c; token_weighted_base_loss:
+S_b; kappa: n_i <= T; the total: the weighted sum) and 1 that of an output's own rounding.
+In float64 ``eta`` is 2.5e-324 and atol vanishes; in float32 it is 7e-46, and atol stays
+below 1e-33 on the strategies' domain.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from properties.cases import LossCase
 
 BASE = 64.0
 PER_TOKEN = 4.0
@@ -52,6 +73,49 @@ def output_tolerance(input_dtype: torch.dtype, *, length: int, alpha: float) -> 
     """Tolerance of an output computed from ``input_dtype`` inputs of padded length ``length``."""
     u = unit_roundoff(computation_dtype(input_dtype))
     return Tolerance(rtol=u * (BASE + PER_TOKEN * length + PER_ALPHA * alpha))
+
+
+def underflow_unit(dtype: torch.dtype) -> float:
+    """eta: half the smallest subnormal of ``dtype``, the most a rounding below the smallest
+    normal number can add."""
+    info = torch.finfo(dtype)
+    return info.smallest_normal * info.eps / 2
+
+
+def share_amplification(case: LossCase) -> float:
+    """M of the module docstring: a bound of the factor by which any output multiplies an
+    absolute error in a share, plus 1 for the output's own rounding."""
+    rows = [
+        (
+            [abs(l) for l, valid in zip(l_row, mask_row, strict=True) if valid],
+            [b for b, valid in zip(b_row, mask_row, strict=True) if valid],
+        )
+        for l_row, b_row, mask_row in zip(
+            case.token_nll, case.zfree_token_nll, case.mask, strict=True
+        )
+        if any(mask_row)
+    ]
+    if not rows:
+        return 1.0
+    row_sum_l = math.fsum(math.fsum(l) for l, _ in rows) / len(rows)
+    row_sum_b = math.fsum(math.fsum(b) for _, b in rows) / len(rows)
+    cfg = case.config
+    share_weights = 1.0 + cfg.token_weighted_weight
+    share_weights += cfg.normalized_concentration_corrected_token_weighted_weight
+    inverse_scale = 1.0 + 1.0 / cfg.zfree_reference_scale
+    return 1.0 + case.shape[1] + row_sum_b + share_weights * row_sum_l * inverse_scale
+
+
+def case_tolerance(case: LossCase, *, alpha: float | None = None) -> Tolerance:
+    """The tolerance of every output of ``case``: the rounding bound of
+    :func:`output_tolerance` plus the underflow allowance of the module docstring."""
+    if alpha is None:
+        alpha = case.config.token_weight_alpha
+    length = case.shape[1]
+    relative = output_tolerance(case.dtype, length=length, alpha=alpha)
+    eta = underflow_unit(computation_dtype(case.dtype))
+    atol = eta * (BASE + PER_TOKEN * length) * share_amplification(case)
+    return Tolerance(rtol=relative.rtol, atol=atol)
 
 
 def gradient_tolerance(input_dtype: torch.dtype, *, length: int, alpha: float) -> Tolerance:

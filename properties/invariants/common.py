@@ -8,7 +8,7 @@ import torch
 from hypothesis import assume
 
 from properties.cases import LossCase, MaskRows, Rows
-from properties.tolerances import Tolerance, output_tolerance
+from properties.tolerances import Tolerance, case_tolerance
 from recon_impl import RECONSTRUCTION_LOSS_NAMES, RECONSTRUCTION_TERM_NAMES
 
 TERMS = RECONSTRUCTION_TERM_NAMES
@@ -19,9 +19,7 @@ TOTAL = "total_reconstruction_loss"
 
 def tolerance(case: LossCase, *, alpha: float | None = None) -> Tolerance:
     """The tolerance of one output of ``case`` (properties/tolerances.py)."""
-    if alpha is None:
-        alpha = case.config.token_weight_alpha
-    return output_tolerance(case.dtype, length=case.shape[1], alpha=alpha)
+    return case_tolerance(case, alpha=alpha)
 
 
 def valid_values(row: tuple[float, ...], mask_row: tuple[bool, ...]) -> list[float]:

@@ -92,6 +92,24 @@ EDGE_CASES: dict[str, LossCase] = {
         mask=((True, True),),
         config=_config(example_inverse_surprisal_epsilon=1e5, zfree_reference_scale=1e-3),
     ),
+    # Tail shares below float32's smallest normal number: (1/6)^52 is subnormal, and only
+    # the tail tokens carry loss. Their rounding is absolute, not relative (tolerances.py).
+    "subnormal-tail-shares": LossCase(
+        token_nll=((1.0, 0.0, 1.0, 1.0, 1.0), (0.0, 0.0, 0.0, 0.0, 0.0)),
+        zfree_token_nll=((0.0, 6.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 0.0, 0.0)),
+        mask=((True, True, True, True, True), (False, False, False, False, False)),
+        config=ReconstructionLossConfig(raw_weight=0.0, token_weight_alpha=52.0),
+        dtype=torch.bfloat16,
+    ),
+    # A tail share of 1e-31, a normal float32 number: scaled by the row sum instead of the
+    # row maximum, b^alpha underflows first and the only token with a loss counts 0.
+    "tail-share-float32": LossCase(
+        token_nll=((0.0, 0.0, 0.0, 0.0, 1.0),),
+        zfree_token_nll=((6.0, 6.0, 6.0, 6.0, 0.5),),
+        mask=((True, True, True, True, True),),
+        config=_config(raw_weight=0.0, token_weight_alpha=27.5),
+        dtype=torch.float32,
+    ),
     # Half precision must be computed in float32.
     "half-precision": LossCase(
         token_nll=((0.1, 7.5, 1000.0), (2.0, 0.0, 0.0)),

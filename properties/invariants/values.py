@@ -54,6 +54,7 @@ INVARIANTS = (
                 "huge-alpha-float32",
                 "ties-at-max",
                 "large-epsilon-tiny-scale",
+                "tail-share-float32",
             )
         ),
     ),
@@ -66,7 +67,11 @@ INVARIANTS = (
         strategy=lambda domain: _cases(domain, domain.low_precision_dtypes),
         check=check_oracle_agreement,
         applies=lambda domain: bool(domain.low_precision_dtypes),
-        examples=(EDGE_CASES["half-precision"], EDGE_CASES["bfloat16-integer-mask"]),
+        examples=(
+            EDGE_CASES["half-precision"],
+            EDGE_CASES["bfloat16-integer-mask"],
+            EDGE_CASES["subnormal-tail-shares"],
+        ),
     ),
     Invariant(
         id="oracle-agreement-logits",

@@ -35,6 +35,8 @@ MISTAKES: dict[str, str] = {
     "kappa-ratio-of-means": "kappa is mean(btok) / mean(bbar) over the batch",
     "shares-from-token-nll": "the shares are built from l (detached) instead of b",
     "nondeterministic-order": "per-example sums run in a random order, as GPU atomics do",
+    "lengths-from-first-row": "every example's token count is read off the first row, as if "
+    "the batch were packed to one length",
 }
 
 
@@ -75,6 +77,8 @@ def textbook_losses(
     n_safe = n.clamp(min=1).to(dtype)
     if mistake == "padding-counted":
         n_safe = torch.full_like(n_safe, mask.shape[1])
+    elif mistake == "lengths-from-first-row":
+        n_safe = n_safe[:1].expand_as(n_safe)
     if mistake == "nondeterministic-order":
         order = torch.randperm(mask.shape[1])
         lbar = l[:, order].sum(1) / n_safe

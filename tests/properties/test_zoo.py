@@ -36,7 +36,7 @@ WITNESSES = {
     "padding-ignored": "mask_multiplication",
     "padding-extension": "padding_counted",
     "token-permutation": "kappa_from_token_nll",
-    "example-permutation": "kappa_ratio_of_means",
+    "example-permutation": "lengths_from_first_row",
     "gradient-closed-form": "token_term_detached",
     "stop-gradient": "zfree_not_detached",
     "finite-at-extremes": "no_max_subtraction",

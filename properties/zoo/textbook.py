@@ -37,6 +37,9 @@ MISTAKES: dict[str, str] = {
     "nondeterministic-order": "per-example sums run in a random order, as GPU atomics do",
     "lengths-from-first-row": "every example's token count is read off the first row, as if "
     "the batch were packed to one length",
+    "right-padding-assumed": "the valid tokens are taken to be the first n_i positions of each "
+    "row, as if all padding were on the right",
+    "kappa-with-epsilon": "kappa divides by bbar + eps, the R_ex denominator, instead of bbar",
 }
 
 
@@ -51,6 +54,8 @@ def textbook_losses(
     if mistake is not None and mistake not in MISTAKES:
         raise ValueError(f"unknown mistake {mistake!r}")
     mask = mask.bool()
+    if mistake == "right-padding-assumed":
+        mask = torch.arange(mask.shape[1], device=mask.device) < mask.sum(1, keepdim=True)
     dtype = torch.promote_types(token_nll.dtype, zfree_token_nll.dtype)
     if mistake == "float64-outputs":
         dtype = torch.float64
@@ -116,6 +121,8 @@ def textbook_losses(
     btok = (pi * b).sum(1)
     if mistake == "kappa-from-token-nll":
         kappa = torch.where(lbar > 0, ltok / lbar, 1.0)
+    elif mistake == "kappa-with-epsilon":
+        kappa = torch.where(bbar > 0, btok / (bbar + eps), 1.0)
     else:
         kappa = torch.where(bbar > 0, btok / bbar, 1.0)
 

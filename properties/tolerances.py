@@ -122,7 +122,10 @@ def gradient_tolerance(input_dtype: torch.dtype, *, length: int, alpha: float) -
     """Tolerance of d(output)/d(token_nll), compared norm-wise (relative to its largest entry).
 
     The gradient is computed like an output, then cast back to the input's dtype, which
-    adds one unit roundoff of that dtype.
+    adds one unit roundoff of that dtype, or, for an entry below that dtype's smallest
+    normal number, up to ``eta`` of it (float16 holds 1e-5 only as a subnormal, to 3e-8).
     """
     computed = output_tolerance(input_dtype, length=length, alpha=alpha)
-    return Tolerance(rtol=computed.rtol + unit_roundoff(input_dtype))
+    return Tolerance(
+        rtol=computed.rtol + unit_roundoff(input_dtype), atol=underflow_unit(input_dtype)
+    )

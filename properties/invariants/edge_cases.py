@@ -110,6 +110,17 @@ EDGE_CASES: dict[str, LossCase] = {
         config=_config(raw_weight=0.0, token_weight_alpha=27.5),
         dtype=torch.float32,
     ),
+    # A float16 gradient of 0.001/35 = 2.9e-5, below float16's smallest normal number: its
+    # cast back to the input dtype rounds to a subnormal step, 6e-8 (tolerances.py).
+    "subnormal-float16-gradient": LossCase(
+        token_nll=((1.0,) * 7,) * 5,
+        zfree_token_nll=((1.0,) * 7,) * 5,
+        mask=((True,) * 7,) * 5,
+        config=ReconstructionLossConfig(
+            raw_weight=0.0, normalized_concentration_corrected_token_weighted_weight=0.001
+        ),
+        dtype=torch.float16,
+    ),
     # Half precision must be computed in float32.
     "half-precision": LossCase(
         token_nll=((0.1, 7.5, 1000.0), (2.0, 0.0, 0.0)),

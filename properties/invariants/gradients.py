@@ -55,6 +55,7 @@ INVARIANTS = (
             EDGE_CASES["all-zero-surprisal-row"],
             EDGE_CASES["empty-row"],
             EDGE_CASES["huge-alpha-float32"],
+            EDGE_CASES["subnormal-float16-gradient"],
         ),
     ),
     Invariant(

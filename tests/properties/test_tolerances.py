@@ -13,6 +13,7 @@ from properties.oracle import expected
 from properties.strategies import loss_cases
 from properties.tolerances import (
     case_tolerance,
+    gradient_tolerance,
     output_tolerance,
     share_amplification,
     underflow_unit,
@@ -71,3 +72,17 @@ def test_subnormal_shares_are_allowed_their_absolute_error_only() -> None:
     # A normal-sized output of the same shape gets no practical slack from it.
     bigger = dataclasses.replace(case, dtype=torch.float32)
     assert case_tolerance(bigger).atol < 1e-40
+
+
+def test_gradient_allowance_is_one_rounding_to_the_input_dtype_below_its_normals() -> None:
+    case = EDGE_CASES["subnormal-float16-gradient"]
+    tolerance = gradient_tolerance(torch.float16, length=7, alpha=1.0)
+    assert tolerance.atol == underflow_unit(torch.float16) < 3e-8
+    token_nll, zfree, mask = case.tensors(requires_grad=True)
+    reconstruction_losses(token_nll, zfree, mask, case.config).total_reconstruction_loss.backward()
+    exact = 0.001 / 35  # w_cc / (c kappa) * pi / B' with every share 1/7, 5 examples
+    assert exact < torch.finfo(torch.float16).smallest_normal
+    observed = token_nll.grad.double()
+    assert tolerance.allows(float((observed - exact).abs().max()), 0.0, exact)
+    # float32 and float64 gradients never need it: their largest entry is a normal number.
+    assert gradient_tolerance(torch.float32, length=7, alpha=1.0).atol < 1e-45

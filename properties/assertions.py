@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import torch
 
@@ -57,8 +58,12 @@ def assert_values_close(
     names: Iterable[str] | None = None,
     scales: Mapping[str, float] | None = None,
     what: str,
+    case: Any = None,
 ) -> None:
-    """Every named output within tolerance of its expected value, or one message listing all."""
+    """Every named output within tolerance of its expected value, or one message listing all.
+
+    ``case`` is the input the ``observed`` values came from (for the diagnosis).
+    """
     names = list(names if names is not None else expected)
     failing, table = value_table(observed, expected, names, tolerance, scales)
     if failing:
@@ -66,11 +71,18 @@ def assert_values_close(
             f"{what}: {', '.join(failing)} differ{'s' if len(failing) == 1 else ''}\n{table}",
             expected={n: expected[n] for n in names},
             observed={n: observed[n] for n in names},
+            case=case,
+            failing=tuple(failing),
         )
 
 
 def assert_tensor_close(
-    observed: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance, *, what: str
+    observed: torch.Tensor,
+    expected: torch.Tensor,
+    tolerance: Tolerance,
+    *,
+    what: str,
+    case: Any = None,
 ) -> None:
     """Element-wise, relative to the largest expected magnitude (norm-wise comparison)."""
     observed = observed.detach().double().cpu()
@@ -85,5 +97,7 @@ def assert_tensor_close(
             f"{what}: {int(bad.sum())} of {bad.numel()} entries differ, first at {list(index)}: "
             f"observed {_fmt(float(observed[index]))}, expected {_fmt(float(expected[index]))} "
             f"(allowed |diff| {allowed:.3g})\n  observed {observed.tolist()}\n"
-            f"  expected {expected.tolist()}"
+            f"  expected {expected.tolist()}",
+            case=case,
+            failing=("gradient",),
         )

@@ -1,7 +1,14 @@
 """The ``recon-spec`` command line: ``check`` an implementation, regenerate the ``doc``.
 
-Exit status of ``check``: 0 when every invariant holds, 1 when any fails, 2 when the
-target cannot be imported or called.
+Exit status of ``check``:
+
+* 0: every selected invariant ran against the named target and held;
+* 1: an invariant failed (a counterexample is reported);
+* 2: the target could not be checked: its name is empty or malformed, it does not import,
+  it raises (or dies, or hangs) on a plain valid input, its process died or a call timed
+  out during an invariant, no selected invariant applies to the chosen domain, an option
+  is bad (a usage error), the run was interrupted, or its output went to a closed pipe.
+  2 wins over 1: a run that could not check everything says so.
 """
 
 from __future__ import annotations
@@ -10,8 +17,10 @@ import argparse
 import os
 import sys
 import time
-import traceback
 from collections.abc import Sequence
+from dataclasses import replace
+
+USAGE_OR_UNCHECKED = 2
 
 
 def _doc(args: argparse.Namespace) -> int:
@@ -29,105 +38,108 @@ def _list_invariants() -> int:
     return 0
 
 
-def _domain(args: argparse.Namespace):
-    from properties.options import domain_from
-
-    return domain_from(
-        max_alpha=args.max_alpha, max_loss=args.max_loss, dtypes=args.dtypes, device=args.device
-    )
+def _error(message: str) -> int:
+    print(f"recon-spec check: {message}", file=sys.stderr)
+    return USAGE_OR_UNCHECKED
 
 
-def _smoke_test(implementation, domain) -> str | None:
-    """Why the target cannot be called on a plain valid input, or None when it can."""
-    from dataclasses import replace
-
-    from properties.invariants.edge_cases import EDGE_CASES
-
-    case = replace(EDGE_CASES["single-token-rows"], dtype=domain.dtypes[0], device=domain.device)
-    token_nll, zfree, mask = case.tensors()
-    try:
-        implementation(token_nll, zfree, mask, case.config)
-    except Exception:
-        return traceback.format_exc()
-    return None
+def exit_status(statuses: Sequence[str]) -> int:
+    """The verdict of a run from the status of each selected invariant (module docstring)."""
+    if any(status in ("crashed", "timed out", "error") for status in statuses):
+        return USAGE_OR_UNCHECKED
+    if not any(status in ("passed", "failed") for status in statuses):
+        return USAGE_OR_UNCHECKED  # nothing was checked
+    return 1 if "failed" in statuses else 0
 
 
 def _check(args: argparse.Namespace) -> int:
-    from properties import report
-    from properties.invariants import by_id, select
-    from properties.profiles import default_profile
-    from properties.runner import InvariantResult, RunRequest
-    from properties.target import TargetLoadError, load_target
-
     if args.list:
         return _list_invariants()
+    from properties import report
+    from properties.database import run_storage
+    from properties.invariants import by_id, select
+    from properties.invariants.edge_cases import EDGE_CASES
+    from properties.options import domain_from
+    from properties.profiles import default_profile, profile_settings
+    from properties.runner import InvariantResult, invariant_seed
+    from properties.supervisor import Supervisor, TargetUnusable
+    from properties.target import TargetLoadError, target_name
+    from properties.worker import SearchSettings, WorkRequest
+
     try:
-        target, implementation = load_target(args.target)
+        target = target_name(args.target)
     except TargetLoadError as error:
-        print(f"recon-spec check: {error}", file=sys.stderr)
-        return 2
-    domain = _domain(args)
-    problem = _smoke_test(implementation, domain)
-    if problem:
-        print(
-            f"recon-spec check: {target} cannot be called as f(token_nll, zfree_token_nll, "
-            f"mask, config) on a plain valid input:\n{problem}",
-            file=sys.stderr,
-        )
-        return 2
+        return _error(str(error))
     try:
         invariants = select(args.invariant, include_opt_in=args.with_validation)
     except KeyError as error:
-        print(f"recon-spec check: {error.args[0]}", file=sys.stderr)
-        return 2
+        return _error(error.args[0])
+    domain = domain_from(
+        max_alpha=args.max_alpha, max_loss=args.max_loss, dtypes=args.dtypes, device=args.device
+    )
     profile = args.profile or default_profile()
+    settings = profile_settings(profile, max_examples=args.max_examples)
+    search = SearchSettings.of(settings)
+    seeds = {i.id: invariant_seed(i, args.seed, settings) for i in invariants}
     requests = [
-        RunRequest(
-            invariant.id,
-            target,
-            profile,
-            args.max_examples,
-            args.seed,
-            domain,
-            use_database=not args.no_database,
-        )
-        for invariant in invariants
+        WorkRequest(i.id, search, seeds[i.id], domain, use_database=not args.no_database)
+        for i in invariants
+        if i.applies(domain)
     ]
+    draw_options = {
+        "profile": profile,
+        "max-examples": settings.max_examples,
+        "max-alpha": args.max_alpha,
+        "max-loss": args.max_loss,
+        "dtypes": args.dtypes,
+        "device": args.device,
+    }
+
     out = sys.stdout
     report.header(target, profile, len(invariants), out)
     start = time.perf_counter()
-    results: dict[str, InvariantResult] = {}
-    for result in _run_all(requests, args.jobs):
-        results[result.invariant_id] = result
+    results: dict[str, InvariantResult] = {
+        i.id: InvariantResult(i.id, "not applicable", 0, 0.0)
+        for i in invariants
+        if not i.applies(domain)
+    }
+    for result in results.values():
         report.row(by_id(result.invariant_id), result, out)
-    ordered = [results[invariant.id] for invariant in invariants]
+    plain = replace(
+        EDGE_CASES["single-token-rows"].case, dtype=domain.dtypes[0], device=args.device
+    )
+    jobs = min(args.jobs, max(1, len(requests)))
+    try:
+        with (
+            run_storage(not args.no_database) as environment,
+            Supervisor(
+                target,
+                plain_input=plain,
+                statement_of=lambda invariant_id: by_id(invariant_id).statement,
+                jobs=jobs,
+                call_timeout=args.call_timeout,
+                environment=environment,
+                threads=max(1, (os.cpu_count() or 1) // jobs),
+            ) as supervisor,
+        ):
+            for result in supervisor.run(requests):
+                results[result.invariant_id] = result
+                report.row(by_id(result.invariant_id), result, out)
+    except TargetUnusable as error:
+        return _error(f"{target} cannot be checked: {error}")
+    ordered = [results[i.id] for i in invariants]
     for invariant, result in zip(invariants, ordered, strict=True):
-        if result.status == "failed":
-            report.failure_section(invariant, result, target, profile, out)
+        if result.failure is not None:
+            options = {**draw_options, "seed": result.seed}
+            report.failure_section(
+                invariant, result, target, options, out, no_database=args.no_database
+            )
     report.summary(ordered, time.perf_counter() - start, out)
-    return 1 if any(r.status == "failed" for r in ordered) else 0
-
-
-def _run_all(requests, jobs: int):
-    """Results as they finish: in this process for one job, else in worker processes
-    (spawned, not forked: torch's thread pools do not survive a fork)."""
-    from properties.runner import run_request
-
-    if jobs <= 1 or len(requests) <= 1:
-        yield from map(run_request, requests)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = [pool.submit(run_request, request) for request in requests]
-        for future in as_completed(futures):
-            yield future.result()
+    return exit_status([r.status for r in ordered])
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from properties.options import RUN_OPTIONS
+    from properties.options import RUN_OPTIONS, positive_int
 
     parser = argparse.ArgumentParser(
         prog="recon-spec",
@@ -140,8 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="check an implementation against the spec's invariants",
         description="Run the invariants against TARGET, a callable f(token_nll, "
         "zfree_token_nll, mask, config) given as MODULE:CALLABLE or path/to/file.py:CALLABLE "
-        "(default: $RECON_IMPL, else the bundled recon_impl:reconstruction_losses). "
-        "Exit 0: all hold; 1: some fail; 2: the target cannot be imported or called.",
+        "(default: $RECON_IMPL, else the bundled recon_impl:reconstruction_losses). The "
+        "target runs in worker processes. Exit 0: every selected invariant ran and held; "
+        "1: one failed; 2: the target could not be checked (it does not import, raises on "
+        "a plain input, crashes or times out) or an option is bad.",
     )
     check.add_argument("target", nargs="?", help="MODULE:CALLABLE or path/to/file.py:CALLABLE")
     check.add_argument(
@@ -160,14 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, options in RUN_OPTIONS:
         check.add_argument(f"--{name}", **options)
     check.add_argument(
-        "--no-database",
-        action="store_true",
-        help="do not read or write hypothesis's example database (.hypothesis/)",
-    )
-    check.add_argument(
         "-j",
         "--jobs",
-        type=int,
+        type=positive_int,
         default=min(2, os.cpu_count() or 1),
         help="worker processes (default: 2, or 1 on a single core)",
     )
@@ -181,9 +190,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_stdout() -> None:
+    """After the reader of stdout went away: drop whatever else would be written there."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        status = args.run(args)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:  # `recon-spec check | head -1`: end quietly
+        _quiet_stdout()
+        return USAGE_OR_UNCHECKED
+    except KeyboardInterrupt:
+        print("\nrecon-spec: interrupted", file=sys.stderr)
+        return USAGE_OR_UNCHECKED
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import numpy as np
 
 from properties.assertions import close
 from properties.cases import LossCase
-from properties.tolerances import Tolerance
+from properties.tolerances import Tolerance, case_tolerance
 
 R_RAW = "reconstruction_loss"
 R_DIST = "distribution_normalized_reconstruction_loss"
@@ -229,3 +229,21 @@ def diagnose(
                     f"(weight {weight}): is that term left out of J?"
                 )
     return findings
+
+
+def diagnose_violation(error: BaseException, calls: list) -> list[str]:
+    """``diagnose`` on the call whose outputs the failure shows as observed (the violation's
+    ``case``), against the spec's values for that same input; nothing when there is none."""
+    from properties.oracle import expected  # the oracle imports sympy: only when needed
+
+    case = getattr(error, "case", None)
+    if not isinstance(case, LossCase):
+        return []
+    call = next((c for c in reversed(calls) if c.case is case and c.values), None)
+    if call is None:
+        return []
+    try:
+        reference = expected(case).values
+    except ValueError:  # an input the spec rejects (validation): nothing to compare with
+        return []
+    return diagnose(case, call.values, reference, case_tolerance(case))

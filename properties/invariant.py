@@ -30,7 +30,11 @@ GROUPS: tuple[str, ...] = (
 
 
 class InvariantViolation(AssertionError):
-    """An invariant does not hold; the message says what was expected for which input."""
+    """An invariant does not hold; the message says what was expected for which input.
+
+    ``case`` is the input whose outputs the message shows as observed (the diagnosis looks
+    at that call and no other), ``failing`` the names of the outputs that miss.
+    """
 
     def __init__(
         self,
@@ -38,10 +42,29 @@ class InvariantViolation(AssertionError):
         *,
         expected: dict[str, float] | None = None,
         observed: dict[str, float] | None = None,
+        case: Any = None,
+        failing: tuple[str, ...] = (),
     ) -> None:
         super().__init__(message)
         self.expected = expected or {}
         self.observed = observed or {}
+        self.case = case
+        self.failing = failing
+
+
+@dataclass(frozen=True)
+class NamedInput:
+    """An input every run tries first (``@example``), because it once mattered: its name,
+    why it is there, and the value the invariant's strategy would otherwise draw."""
+
+    name: str
+    why: str
+    value: Any
+
+    @property
+    def case(self) -> Any:
+        """The ``LossCase`` the value holds (its first field for a compound input)."""
+        return getattr(self.value, "case", self.value)
 
 
 @dataclass(frozen=True)
@@ -59,7 +82,7 @@ class Invariant:
     #: raises ``InvariantViolation`` (or any exception) when the property fails on an input
     check: Callable[[Probe, Any], None]
     #: edge cases tried before any random input, each once mattered
-    examples: tuple[Any, ...] = field(default=())
+    examples: tuple[NamedInput, ...] = field(default=())
     #: run only when asked for (input validation may be skipped on a hot path)
     opt_in: bool = False
     #: whether the invariant says anything on a domain (a narrowed domain may exclude it)

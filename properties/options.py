@@ -1,34 +1,107 @@
 """The run options ``recon-spec check`` and the pytest plugin share.
 
 ``recon-spec check --NAME`` and ``pytest --recon-NAME`` are the same option: one table,
-one parser for each value, one way to build the domain from them.
+one parser for each value (a bad value is a usage error before anything runs), one way to
+build the domain from them, and one way to write them back into a command that repeats a
+run exactly (``rerun_command``).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import shlex
 from typing import Any
 
 from properties.profiles import PROFILES
 
 DTYPE_CHOICES = ("float64", "float32", "bfloat16", "float16")
+#: the default of --call-timeout, in seconds: far beyond any call on a batch of at most
+#: 8 x 8 tokens, including a first call that compiles (torch.compile) or starts a GPU
+DEFAULT_CALL_TIMEOUT = 120.0
+#: the largest loss the strategies may draw: the whole domain MATH.md promises (b up to
+#: 1e4, where every exact output is representable in float32); --max-loss only narrows it
+LARGEST_MAX_LOSS = 1e4
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
 def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    """A number > 0 (inf allowed: "no limit")."""
+    value = _number(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
 
+def positive_finite_float(text: str) -> float:
+    value = positive_float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be finite, got {text}")
+    return value
+
+
+def max_loss(text: str) -> float:
+    value = positive_finite_float(text)
+    if value > LARGEST_MAX_LOSS:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {LARGEST_MAX_LOSS:g} (the domain MATH.md promises; the option "
+            f"only narrows it), got {text}"
+        )
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def seed_value(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
 def dtype_list(text: str) -> str:
-    unknown = [name for name in text.split(",") if name not in DTYPE_CHOICES]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"dtypes must be among {', '.join(DTYPE_CHOICES)}")
+    names = text.split(",")
+    if not text or any(name not in DTYPE_CHOICES for name in names):
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of {', '.join(DTYPE_CHOICES)}, got {text!r}"
+        )
+    return text
+
+
+def device_name(text: str) -> str:
+    """A device torch knows and this machine has (the inputs are made there)."""
+    import torch  # here, not at import: the pytest plugin loads this module in every run
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError) as error:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a torch device: {error}") from None
+    if device.type == "meta":
+        raise argparse.ArgumentTypeError("'meta' tensors hold no values to check")
+    try:
+        torch.empty(1, device=device)
+    except (RuntimeError, AssertionError, ValueError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not available on this machine: {first}"
+        ) from None
     return text
 
 
@@ -37,12 +110,19 @@ RUN_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     (
         "profile",
         dict(
-            choices=tuple(PROFILES), help="hypothesis profile (default: ci when CI=true, else dev)"
+            choices=tuple(PROFILES),
+            help="hypothesis profile (default: ci when CI=true, else dev)",
         ),
     ),
-    ("max-examples", dict(type=int, metavar="N", help="examples per invariant")),
-    ("seed", dict(type=int, help="seed for the random draws (the failure report gives it)")),
-    ("device", dict(default="cpu", help="device of the input tensors (default: cpu)")),
+    ("max-examples", dict(type=positive_int, metavar="N", help="examples per invariant")),
+    (
+        "seed",
+        dict(type=seed_value, help="seed of the random draws (the failure report gives it)"),
+    ),
+    (
+        "device",
+        dict(type=device_name, default="cpu", help="device of the input tensors (default: cpu)"),
+    ),
     (
         "max-alpha",
         dict(
@@ -53,7 +133,11 @@ RUN_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ),
     (
         "max-loss",
-        dict(type=positive_float, default=1e4, help="largest loss value drawn (default: 1e4)"),
+        dict(
+            type=max_loss,
+            default=LARGEST_MAX_LOSS,
+            help=f"largest loss value drawn, at most {LARGEST_MAX_LOSS:g} (the default)",
+        ),
     ),
     (
         "dtypes",
@@ -63,12 +147,33 @@ RUN_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
             help="comma-separated input dtypes to draw (default: all four)",
         ),
     ),
+    (
+        "call-timeout",
+        dict(
+            type=positive_finite_float,
+            default=DEFAULT_CALL_TIMEOUT,
+            metavar="SECONDS",
+            help="longest a call of the target may take; a call past it is reported as "
+            f"timed out (default: {DEFAULT_CALL_TIMEOUT:g})",
+        ),
+    ),
+    (
+        "no-database",
+        dict(
+            action="store_true",
+            help="neither read nor write hypothesis's example database (.hypothesis/): "
+            "nothing is written to the working directory",
+        ),
+    ),
 )
+
+#: the options that change what is drawn (and so belong in a command that repeats a run)
+DRAW_OPTIONS = ("profile", "seed", "max-examples", "max-alpha", "max-loss", "dtypes", "device")
 
 
 def domain_from(*, max_alpha: float, max_loss: float, dtypes: str, device: str):
     """The domain (``properties.strategies.Domain``) the run options describe."""
-    import torch  # here, not at import: the pytest plugin loads this module in every run
+    import torch
 
     from properties.strategies import Domain
 
@@ -78,3 +183,22 @@ def domain_from(*, max_alpha: float, max_loss: float, dtypes: str, device: str):
         dtypes=tuple(getattr(torch, name) for name in dtypes.split(",")),
         device=device,
     )
+
+
+def rerun_command(
+    target: str, invariant_id: str, options: dict[str, Any], *, no_database: bool
+) -> str:
+    """``recon-spec check`` with every option that decides what a run draws, shell-quoted:
+    run as printed, it repeats the run of ``invariant_id``."""
+    words: list[str] = ["recon-spec", "check", target, "--invariant", invariant_id]
+    short_names = {registered: short for short, registered in PROFILES.items()}
+    for name in DRAW_OPTIONS:
+        value = options.get(name)
+        if name == "profile" and value not in PROFILES:
+            # a hypothesis profile of the user's: the seed and --max-examples stand for it
+            value = short_names.get(value)
+        if value is not None:
+            words += [f"--{name}", repr(value) if isinstance(value, float) else str(value)]
+    if no_database:
+        words.append("--no-database")
+    return shlex.join(words)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TextIO
+from typing import Any, TextIO
 
 from properties.invariant import Invariant
-from properties.runner import InvariantResult
+from properties.options import rerun_command
+from properties.runner import BOUNDED_SHRINK_CALLS, SAVED, InvariantResult
 
-MARKS = {"passed": "ok", "failed": "FAILED", "not applicable": "n/a"}
+MARKS = {
+    "passed": "ok",
+    "failed": "FAILED",
+    "not applicable": "n/a",
+    "crashed": "CRASHED",
+    "timed out": "TIMEOUT",
+    "error": "ERROR",
+}
+RULE = "=" * 100
 
 
 def header(target: str, profile: str, count: int, out: TextIO) -> None:
@@ -25,46 +34,90 @@ def row(invariant: Invariant, result: InvariantResult, out: TextIO) -> None:
     out.flush()
 
 
-def failure_section(
-    invariant: Invariant, result: InvariantResult, target: str, profile: str, out: TextIO
-) -> None:
+def _input_lines(result: InvariantResult) -> list[str]:
     failure = result.failure
     assert failure is not None
-    rule = "=" * 100
-    out.write(f"\n{rule}\nFAILED {invariant.id}: {invariant.statement}\n")
+    lines = []
+    if result.status == "error":
+        return []
+    if result.status in ("crashed", "timed out"):
+        return ["", "the input of that call:", f"  {failure.minimal_input}"]
+    edge = failure.edge_case
+    if failure.other_edge_case is not None:
+        other, how = failure.other_edge_case
+        lines += [
+            "",
+            f"the named edge case {other.name!r} fails this invariant too, in another way "
+            f"({how}). It is there because: {other.why}",
+        ]
+    if edge is not None and edge.name == SAVED:
+        lines += [
+            "",
+            "minimal input (an earlier run found and shrank it; replayed from the "
+            "example database, .hypothesis/examples):",
+        ]
+    elif edge is not None:
+        lines += [
+            "",
+            f"the named edge case {edge.name!r} fails (no random input did). It is there "
+            f"because: {edge.why}",
+        ]
+    if failure.shrunk and failure.bounded:
+        lines += [
+            "",
+            f"input (shrinking stopped after {BOUNDED_SHRINK_CALLS} more steps, as for every "
+            "failure after a run's first; rerun this invariant alone for a minimal one):",
+        ]
+    elif failure.shrunk:
+        lines += ["", "minimal input (shrunk by hypothesis):"]
+    elif edge is None:
+        lines += ["", "input (as drawn, not shrunk):"]
+    lines.append(f"  {failure.minimal_input}")
+    return lines
+
+
+def failure_section(
+    invariant: Invariant,
+    result: InvariantResult,
+    target: str,
+    options: dict[str, Any],
+    out: TextIO,
+    *,
+    no_database: bool = False,
+) -> None:
+    """The section of one invariant that did not hold (failed, crashed or timed out);
+    ``options`` are the run's draw options (``properties.options.DRAW_OPTIONS``)."""
+    failure = result.failure
+    assert failure is not None
+    out.write(f"\n{RULE}\n{MARKS[result.status]} {invariant.id}: {invariant.statement}\n")
     out.write(f"spec: {', '.join(invariant.spec_refs)} (docs/SPEC.md, docs/MATH.md)\n\n")
     out.write(failure.message.rstrip() + "\n")
     if failure.diagnosis:
-        out.write("\nlikely cause:\n")
+        out.write("\nlikely cause (the outputs observed above, against the spec's):\n")
         for finding in failure.diagnosis:
             out.write(f"  - {finding}\n")
-    if failure.edge_case:
-        where = f"the named edge case {failure.edge_case!r} (properties/invariants/edge_cases.py)"
-        if failure.shrunk:
-            out.write(f"\n{where} fails too; the input below is a random one, smaller:\n")
-        else:
-            out.write(f"\n{where} fails (no random input did):\n")
-    if failure.shrunk:
-        out.write(f"\nminimal input (shrunk by hypothesis):\n  {failure.minimal_input}\n")
-    else:
-        out.write(f"  {failure.minimal_input}\n")
+    out.write("\n".join(_input_lines(result)) + "\n")
     if failure.traceback:
         out.write("\ntraceback:\n" + failure.traceback)
-    out.write("\nreproduce without hypothesis (copy into a file and run it):\n")
-    out.write("-" * 100 + "\n" + failure.reproduction.rstrip() + "\n" + "-" * 100 + "\n")
-    seed = f" --seed {result.seed}" if result.seed is not None else ""
-    out.write(
-        f"rerun this invariant: recon-spec check {target} --invariant {invariant.id} "
-        f"--profile {profile}{seed}\n"
-    )
+    if failure.reproduction:
+        out.write("\nreproduce without hypothesis (copy into a file and run it):\n")
+        out.write("-" * 100 + "\n" + failure.reproduction.rstrip() + "\n" + "-" * 100 + "\n")
+    command = rerun_command(target, invariant.id, options, no_database=no_database)
+    out.write(f"rerun this invariant: {command}\n")
+    out.flush()
 
 
 def summary(results: list[InvariantResult], seconds: float, out: TextIO) -> None:
-    failed = [r.invariant_id for r in results if r.status == "failed"]
-    passed = sum(r.status == "passed" for r in results)
+    counts = {status: [r.invariant_id for r in results if r.status == status] for status in MARKS}
     examples = sum(r.examples for r in results)
+    parts = [f"{len(counts['passed'])} passed", f"{len(counts['failed'])} failed"]
+    parts += [
+        f"{len(counts[s])} {s}" for s in ("crashed", "timed out", "not applicable") if counts[s]
+    ]
+    bad = counts["failed"] + counts["crashed"] + counts["timed out"]
     out.write(
-        f"\n{passed} passed, {len(failed)} failed, {examples} examples in {seconds:.1f}s"
-        + (f": {', '.join(failed)}" if failed else "")
+        f"\n{', '.join(parts)}, {examples} examples in {seconds:.1f}s"
+        + (f": {', '.join(bad)}" if bad else "")
         + "\n"
     )
+    out.flush()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from properties.cases import DTYPE_NAMES, format_config, format_rows
-from properties.target import Call
+from properties.target import Call, is_file_target
 
 
 def import_lines(target: str) -> list[str]:
     """Lines that bind the target to ``impl``."""
     module, _, attribute = target.partition(":")
-    if module.endswith(".py") or "/" in module:
+    if is_file_target(module):
         return [
             "import importlib.util",
             f"_spec = importlib.util.spec_from_file_location('target', {module!r})",
@@ -40,10 +40,17 @@ def render_call(index: int, call: Call) -> list[str]:
         f"mask_{k} = torch.tensor({format_rows(case.mask)}, dtype={_dtype(case.mask_dtype)}"
         f"{device}){shape}",
         f"config_{k} = {format_config(case.config)}",
+        *(line.format(k=k) for line in call.adjust),
         f"out_{k} = impl(token_nll_{k}, zfree_token_nll_{k}, mask_{k}, config_{k})",
     ]
+    if call.ended:  # the call that killed the process, or never returned
+        lines[-1] += f"  # {call.ended}"
+        return lines
     if call.error:
         lines[-1] += f"  # raises {call.error.splitlines()[0][:200]}"
+        return lines
+    if call.adjust:  # an input the target must reject
+        lines[-1] += "  # returns normally"
         return lines
     lines.append(f"print({{name: value.item() for name, value in out_{k}.items()}})")
     if call.backward_of:
@@ -55,7 +62,7 @@ def render_call(index: int, call: Call) -> list[str]:
             lines.append(
                 f"print('d {call.backward_of} / d zfree_token_nll:', zfree_token_nll_{k}.grad)"
             )
-    if call.zfree_gradients_of:
+    if call.zfree_gradients:
         lines += [
             f"for name, value in out_{k}.items():  # the spec: None or all zeros for each",
             "    if value.requires_grad:",

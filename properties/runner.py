@@ -1,26 +1,56 @@
-"""Runs invariants against a target with hypothesis and turns failures into reports."""
+"""Runs one invariant against an implementation, in this process, with hypothesis.
+
+Inputs come, in this order, from
+
+1. the failures earlier runs saved for this invariant and target (``properties/database.py``),
+   tried as they are;
+2. the invariant's named edge cases (``@example``), each of which once mattered;
+3. a search: ``max_examples`` inputs drawn from the invariant's strategy and, on failure,
+   shrunk to a minimal one, which is saved for 1.
+
+The search is hypothesis's own generation and shrinking, derandomized, with the seed in the
+test function's signature: hypothesis derives a derandomized run's randomness from the test
+function, signature included. So the same seed draws the same inputs and shrinks to the same
+minimal one (``--seed`` repeats a run exactly), and seeds never switch the example database
+off, as ``hypothesis.seed`` would.
+
+Shrinking can be bounded (``shrink_budget``): after that many more calls the test declares
+every new candidate passing, so the shrinker stops where it is. A report keeps a minimal
+input for its first failure; later failures of the same run get a bounded shrink, so that a
+failing implementation gets its verdict about as fast as a passing one.
+"""
 
 from __future__ import annotations
 
+import inspect
 import random
 import time
 import traceback
+import unittest
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import hypothesis
-from hypothesis import example, given
-from hypothesis.errors import HypothesisException
+from hypothesis import Phase, example, given
+from hypothesis.errors import HypothesisException, UnsatisfiedAssumption
 
 from properties.cases import LossCase
-from properties.diagnosis import diagnose
-from properties.invariant import Invariant, InvariantViolation
-from properties.oracle import expected
+from properties.database import FailureStore
+from properties.diagnosis import diagnose_violation
+from properties.invariant import Invariant, InvariantViolation, NamedInput
 from properties.reproduction import render
 from properties.strategies import DEFAULT_DOMAIN, Domain
-from properties.target import Implementation, Probe
-from properties.tolerances import case_tolerance
+from properties.target import CallObserver, Implementation, Probe
+
+#: calls a bounded shrink may still make: a few passes of the shrinker, a few seconds
+BOUNDED_SHRINK_CALLS = 40
+#: the name of a saved failure among the inputs tried first
+SAVED = "saved"
+
+#: "error": the suite itself failed on the invariant (never the target's fault)
+STATUSES = ("passed", "failed", "not applicable", "crashed", "timed out", "error")
 
 
 @dataclass
@@ -32,27 +62,30 @@ class Failure:
     reproduction: str
     diagnosis: list[str] = field(default_factory=list)
     traceback: str = ""
-    #: the named edge case (``properties/invariants/edge_cases.py``) that failed, if one did
-    edge_case: str | None = None
-    #: whether ``minimal_input`` is hypothesis's shrunk random input (else the edge case)
+    #: the named edge case shown as the input (when no random input failed)
+    edge_case: NamedInput | None = None
+    #: a named edge case that fails in another way than the input shown, and how
+    other_edge_case: tuple[NamedInput, str] | None = None
+    #: whether ``minimal_input`` was shrunk by hypothesis (else the edge case, as written)
     shrunk: bool = True
+    #: whether shrinking was cut short (a later failure of the run: ``shrink_budget``)
+    bounded: bool = False
 
 
 @dataclass
 class InvariantResult:
     invariant_id: str
-    status: str  # "passed", "failed" or "not applicable"
+    status: str  # one of STATUSES
     examples: int
     seconds: float
     failure: Failure | None = None
-    #: the seed the run used: ``--seed`` with it reruns the same examples
+    #: the seed the run used: ``--seed`` with it repeats the same search
     seed: int | None = None
 
 
 def invariant_seed(invariant: Invariant, seed: int | None, settings: hypothesis.settings) -> int:
     """The seed to run with: the user's; else a fixed one per invariant when the profile is
-    derandomized; else a fresh random one. Either way it is reported, so that
-    ``--seed`` reruns exactly the same examples."""
+    derandomized; else a fresh random one. Either way it is reported."""
     if seed is not None:
         return seed
     if settings.derandomize:
@@ -60,28 +93,87 @@ def invariant_seed(invariant: Invariant, seed: int | None, settings: hypothesis.
     return random.getrandbits(32)
 
 
-def _diagnose_calls(probe: Probe) -> list[str]:
-    findings: list[str] = []
-    for call in probe.calls:
-        if not call.values or not isinstance(call.case, LossCase):
-            continue
+class _Attempts:
+    """The test function hypothesis runs, with what the report needs of its last call."""
+
+    def __init__(
+        self,
+        invariant: Invariant,
+        implementation: Implementation,
+        observer: CallObserver | None,
+        bound_now: Callable[[], bool],
+    ) -> None:
+        self.invariant = invariant
+        self.implementation = implementation
+        self.observer = observer
+        self.bound_now = bound_now
+        self.count = 0
+        self.last: tuple[Probe, Any] | None = None
+        self.budget: int | None = None  # calls left to a bounded shrink, once it started
+        self.failed: dict[str, tuple[BaseException, Probe, Any]] = {}
+
+    def start_shrink(self, budget: int | None) -> None:
+        self.budget = budget
+
+    def __call__(self, drawn: Any) -> None:
+        if self.budget is None and self.failed and self.bound_now():
+            self.budget = BOUNDED_SHRINK_CALLS
+        if self.budget is not None and self.failed:
+            if self.budget <= 0:
+                # No more shrinking: a known failure still fails (hypothesis replays the
+                # smallest one last), anything new passes, so the shrinker stops here.
+                known = self.failed.get(repr(drawn))
+                if known is None:
+                    return
+                error, probe, drawn = known
+                self.last = (probe, drawn)
+                raise error
+            self.budget -= 1
+        self.count += 1
+        if self.observer is not None:
+            self.observer.example_started()
+        probe = Probe(self.implementation, self.observer)
+        self.last = (probe, drawn)
         try:
-            reference = expected(call.case).values
-        except Exception:  # an input the oracle rejects: nothing to compare with
-            continue
-        case = call.case
-        tol = case_tolerance(case)
-        for finding in diagnose(case, call.values, reference, tol):
-            if finding not in findings:
-                findings.append(finding)
-    return findings
+            self.invariant.check(probe, drawn)
+        except UnsatisfiedAssumption:
+            raise
+        except BaseException as error:
+            self.failed[repr(drawn)] = (error, probe, drawn)
+            raise
 
 
-def _edge_case_name(drawn: Any) -> str | None:
-    from properties.invariants.edge_cases import EDGE_CASES
+def _hypothesis_test(
+    attempts: _Attempts,
+    strategy,
+    settings: hypothesis.settings,
+    examples: tuple[Any, ...] = (),
+    seed: int = 0,
+):
+    def check(drawn: Any) -> None:
+        attempts(drawn)
 
-    case = drawn[0] if isinstance(drawn, tuple) else drawn
-    return next((name for name, edge in EDGE_CASES.items() if edge is case), None)
+    # The seed of a derandomized run: hypothesis hashes the test's signature into it.
+    parameter = inspect.Parameter(
+        "drawn", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=f"seed {seed}"
+    )
+    check.__signature__ = inspect.Signature([parameter])  # type: ignore[attr-defined]
+    test = given(strategy)(check)
+    for value in reversed(examples):
+        test = example(value)(test)
+    return settings(test)
+
+
+def _run(test) -> BaseException | None:
+    try:
+        test()
+    except unittest.SkipTest:  # nothing to run: no edge case, nothing saved
+        return None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:
+        return error
+    return None
 
 
 def run_invariant(
@@ -92,67 +184,111 @@ def run_invariant(
     settings: hypothesis.settings,
     domain: Domain = DEFAULT_DOMAIN,
     seed: int | None = None,
+    use_database: bool = False,
+    shrink_budget: int | None = None,
+    observer: CallObserver | None = None,
+    bound_shrinking: Callable[[], bool] = lambda: False,
 ) -> InvariantResult:
-    """Check one invariant; on failure, report hypothesis's shrunk counterexample.
+    """Check one invariant (module docstring); on failure, report a minimal counterexample.
 
-    The invariant's edge cases run first. When one of them fails, the random search runs
-    too, so that the report can show a minimal counterexample beside the named edge case.
+    ``use_database`` reads and saves failures in the example database; ``shrink_budget``
+    bounds the shrinking (None: unbounded), and ``bound_shrinking`` is asked during a run
+    whether to bound it from now on (another invariant has failed meanwhile). ``observer``
+    is told about every input and call of the target.
     """
     if not invariant.applies(domain):
         return InvariantResult(invariant.id, "not applicable", 0, 0.0)
-    used_seed = invariant_seed(invariant, seed, settings)
-    examples = [
-        edge
-        for edge in invariant.examples
-        if not isinstance(edge[0] if isinstance(edge, tuple) else edge, LossCase)
-        or domain.admits(edge[0] if isinstance(edge, tuple) else edge)
-    ]
-    count = 0
-
-    def attempt(with_examples: bool) -> tuple[BaseException | None, dict[str, Any]]:
-        last: dict[str, Any] = {}
-
-        def check_one(drawn: Any) -> None:
-            nonlocal count
-            count += 1
-            probe = Probe(implementation)
-            last["probe"], last["drawn"] = probe, drawn
-            invariant.check(probe, drawn)
-
-        # Distinct database keys per invariant and target.
-        digest = f"{invariant.id}|{target}".encode()
-        check_one._hypothesis_internal_add_digest = digest  # type: ignore[attr-defined]
-        test = given(invariant.inputs(domain))(check_one)
-        for edge in reversed(examples if with_examples else []):
-            test = example(edge)(test)
-        test = hypothesis.seed(used_seed)(hypothesis.settings(settings)(test))
-        try:
-            test()
-        except KeyboardInterrupt:
-            raise
-        except BaseException as error:
-            return error, last
-        return None, last
-
     start = time.perf_counter()
-    error, last = attempt(with_examples=True)
-    if error is None:
-        seconds = time.perf_counter() - start
-        return InvariantResult(invariant.id, "passed", count, seconds, None, used_seed)
-    edge_case = _edge_case_name(last.get("drawn"))
-    shrunk = edge_case is None
-    if edge_case is not None:
-        random_error, random_last = attempt(with_examples=False)
-        if random_error is not None:
-            error, last, shrunk = random_error, random_last, True
-    failure = _failure(invariant, target, error, last)
-    failure.edge_case, failure.shrunk = edge_case, shrunk
+    used_seed = invariant_seed(invariant, seed, settings)
+    store = FailureStore(use_database, invariant.id, target)
+    phases = set(settings.phases)
+    saved = tuple(
+        NamedInput(SAVED, "an earlier run saved it in the example database", value)
+        for value in store.load()
+    )
+    explicit = tuple(
+        named
+        for named in (*saved, *invariant.examples)
+        if not isinstance(named.case, LossCase) or domain.admits(named.case)
+    )
+    attempts = _Attempts(invariant, implementation, observer, bound_shrinking)
+    strategy = invariant.inputs(domain)
+    derandomized = hypothesis.settings(settings, derandomize=True, database=None)
+
+    def tried(examples: tuple[NamedInput, ...], *, search: bool) -> BaseException | None:
+        """The explicit inputs (saved ones, edge cases), or a search; the failure, or None."""
+        wanted = (Phase.generate, Phase.shrink) if search else (Phase.explicit,)
+        if wanted[0] not in phases:
+            return None
+        chosen = hypothesis.settings(derandomized, phases=[p for p in wanted if p in phases])
+        attempts.start_shrink(shrink_budget)
+        values = tuple(named.value for named in examples)
+        return _run(_hypothesis_test(attempts, strategy, chosen, values, used_seed))
+
+    error = tried(explicit, search=False)
+    failed = _edge_case_of(attempts, explicit) if error is not None else None
+    if failed is None or failed.name != SAVED:
+        for named in saved:  # a saved input that passes now: the bug it found is fixed
+            store.forget(named.value)
+    other_edge: tuple[NamedInput, str] | None = None
+    if failed is None or failed.name != SAVED:
+        edge_error, edge_last = error, attempts.last
+        attempts.failed.clear()
+        found = tried((), search=True)
+        if found is not None:
+            error = found
+            if not _bounded(attempts) and Phase.shrink in phases:
+                store.save(attempts.last[1])  # minimal: tried first on the next run
+            # A smaller input that fails the same way makes the edge case redundant; one
+            # that fails another way leaves it a second finding worth a line.
+            if failed is not None and not _same_failure(edge_error, error):
+                other_edge = (failed, _what_failed(edge_error))
+        elif failed is not None:
+            error, attempts.last = edge_error, edge_last
     seconds = time.perf_counter() - start
-    return InvariantResult(invariant.id, "failed", count, seconds, failure, used_seed)
+    if error is None:
+        return InvariantResult(invariant.id, "passed", attempts.count, seconds, None, used_seed)
+    failure = _failure(invariant, target, error, attempts.last)
+    shown = _edge_case_of(attempts, explicit)
+    failure.edge_case = shown
+    failure.other_edge_case = other_edge
+    failure.shrunk = shown is None and Phase.shrink in phases
+    failure.bounded = _bounded(attempts)
+    return InvariantResult(invariant.id, "failed", attempts.count, seconds, failure, used_seed)
 
 
-def _failure(invariant: Invariant, target: str, error: BaseException, last: dict) -> Failure:
-    probe: Probe | None = last.get("probe")
+def _bounded(attempts: _Attempts) -> bool:
+    """Whether the last shrink was cut short by its budget."""
+    return attempts.budget is not None and attempts.budget <= 0
+
+
+def _edge_case_of(attempts: _Attempts, edge_cases: tuple[NamedInput, ...]) -> NamedInput | None:
+    if attempts.last is None:
+        return None
+    drawn = attempts.last[1]
+    return next((named for named in edge_cases if named.value is drawn), None)
+
+
+def _what_failed(error: BaseException) -> str:
+    if isinstance(error, InvariantViolation) and error.failing:
+        return f"{', '.join(error.failing)} miss there"
+    return f"it raises {type(error).__name__} there"
+
+
+def _same_failure(first: BaseException, second: BaseException) -> bool:
+    """Whether two failures are the same mistake as far as the report can tell: the same
+    kind of error, and for value comparisons the same outputs off."""
+    if type(first) is not type(second):
+        return False
+    if isinstance(first, InvariantViolation) and isinstance(second, InvariantViolation):
+        return first.failing == second.failing
+    return True
+
+
+def _failure(
+    invariant: Invariant, target: str, error: BaseException, last: tuple[Probe, Any] | None
+) -> Failure:
+    probe, drawn = last if last is not None else (None, None)
     if isinstance(error, InvariantViolation):
         message = str(error)
         trace = ""
@@ -165,45 +301,8 @@ def _failure(invariant: Invariant, target: str, error: BaseException, last: dict
     calls = probe.calls if probe else []
     return Failure(
         message=message,
-        minimal_input=repr(last.get("drawn")),
+        minimal_input=repr(drawn),
         reproduction=render(target, invariant.id, invariant.statement, calls, message),
-        diagnosis=_diagnose_calls(probe) if probe else [],
+        diagnosis=diagnose_violation(error, calls),
         traceback=trace,
-    )
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """Everything a worker process needs to run one invariant (picklable)."""
-
-    invariant_id: str
-    target: str
-    profile: str
-    max_examples: int | None
-    seed: int | None
-    domain: Domain
-    use_database: bool = True
-
-
-def run_request(request: RunRequest) -> InvariantResult:
-    """Run one invariant in this process, loading the target by name."""
-    import torch
-
-    from properties.invariants import by_id
-    from properties.profiles import profile_settings
-    from properties.target import load_target
-
-    # Workers share the machine's cores: one thread each is faster than oversubscription.
-    torch.set_num_threads(1)
-    _, implementation = load_target(request.target)
-    settings = profile_settings(request.profile, max_examples=request.max_examples)
-    if not request.use_database:
-        settings = hypothesis.settings(settings, database=None)
-    return run_invariant(
-        by_id(request.invariant_id),
-        implementation,
-        target=request.target,
-        settings=settings,
-        domain=request.domain,
-        seed=request.seed,
     )

@@ -93,11 +93,13 @@ DEFAULT_DOMAIN = Domain()
 
 
 @cache
-def shapes(domain: Domain = DEFAULT_DOMAIN) -> st.SearchStrategy[tuple[int, int]]:
-    """``(B, T)``, shrinking to ``(1, 1)``."""
+def shapes(
+    domain: Domain = DEFAULT_DOMAIN, min_length: int = 1
+) -> st.SearchStrategy[tuple[int, int]]:
+    """``(B, T)``, shrinking to ``(1, min_length)``."""
     return st.tuples(
         st.integers(1, domain.max_batch),
-        st.integers(1, domain.max_length),
+        st.integers(min(min_length, domain.max_length), domain.max_length),
     )
 
 
@@ -150,7 +152,7 @@ def _representable_loss(dtype: torch.dtype, value: float) -> float:
 
 
 _PADDING = st.sampled_from(PADDING_VALUES)
-_ROW_STYLES = st.sampled_from(["simple", "tied", "generic"])
+ROW_STYLES: tuple[str, ...] = ("simple", "tied", "generic")
 
 
 @cache
@@ -177,6 +179,7 @@ def loss_rows(
     max_loss: float = DEFAULT_DOMAIN.max_loss,
     *,
     padding: bool = True,
+    styles: tuple[str, ...] = ROW_STYLES,
 ) -> Rows:
     """Non-negative losses at valid positions, held exactly by ``dtype``; one padding value
     (NaN, inf, ...) at the padded positions of the tensor.
@@ -184,11 +187,12 @@ def loss_rows(
     Each row is ``simple`` (values from ``simple_losses``: zeros, ties, tiny, the largest),
     ``tied`` (one value throughout) or ``generic`` (any floats in ``[0, max_loss]``).
     One draw per value keeps generation fast; rows shrink to ``simple`` rows of 1.0.
+    ``styles`` narrows the styles drawn (generic rows alone: values whose sums round).
     """
     junk = round_to(dtype, draw(_PADDING)) if padding else 0.0
     rows = []
     for mask_row in mask:
-        style = draw(_ROW_STYLES)
+        style = draw(st.sampled_from(styles))
         if style == "tied":
             values = [draw(_any_loss(max_loss))] * len(mask_row)
         else:
@@ -291,13 +295,16 @@ def loss_cases(
     alpha: float | None = None,
     padding: bool = True,
     integer_masks: bool = True,
+    styles: tuple[str, ...] = ROW_STYLES,
+    min_length: int = 1,
 ) -> LossCase:
-    """A valid input of the stack (MATH.md "Errors" never applies to it)."""
+    """A valid input of the stack (MATH.md "Errors" never applies to it); ``styles`` as in
+    ``loss_rows``, ``min_length`` the shortest T drawn."""
     dtype = draw(st.sampled_from(dtypes or domain.dtypes))
-    batch, length = draw(shapes(domain))
+    batch, length = draw(shapes(domain, min_length))
     mask = draw(masks(batch, length))
-    token_nll = draw(loss_rows(mask, dtype, domain.max_loss, padding=padding))
-    zfree = draw(loss_rows(mask, dtype, domain.max_loss, padding=padding))
+    token_nll = draw(loss_rows(mask, dtype, domain.max_loss, padding=padding, styles=styles))
+    zfree = draw(loss_rows(mask, dtype, domain.max_loss, padding=padding, styles=styles))
     mask_dtype = (
         draw(st.sampled_from((torch.bool, *INTEGER_MASK_DTYPES))) if integer_masks else torch.bool
     )

@@ -1,27 +1,31 @@
-"""The implementation under test: loading it, calling it, and recording every call.
+"""The implementation under test: naming it, loading it, calling it, recording every call.
 
 An implementation is any callable ``f(token_nll, zfree_token_nll, mask, config)`` that
 returns a mapping with the eight MATH.md names (``config`` is a
 ``recon_impl.ReconstructionLossConfig``; write a small adapter onto your own config).
 Every call an invariant makes goes through a ``Probe``, which keeps the inputs and outputs
-so that a failure can be replayed as a standalone script.
+so that a failure can be replayed as a standalone script, and tells an observer (the
+worker process, ``properties/worker.py``) when each call starts and ends, so that a call
+that never ends or kills its process is reported with its input.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from properties.cases import LossCase
-from recon_impl import RECONSTRUCTION_LOSS_NAMES
+from spec.definitions import LOSS_NAMES
 
 DEFAULT_TARGET = "recon_impl:reconstruction_losses"
 ENVIRONMENT_VARIABLE = "RECON_IMPL"
@@ -30,36 +34,72 @@ Implementation = Callable[..., Mapping[str, torch.Tensor]]
 
 
 class TargetLoadError(Exception):
-    """The target named on the command line cannot be imported or is not callable."""
+    """The target cannot be named, imported or called as the suite needs."""
 
 
 class ContractViolation(AssertionError):
     """The target returned something other than the eight 0-dim tensors it must return."""
 
 
-def load_target(spec: str | None = None) -> tuple[str, Implementation]:
+def target_name(given: str | None, environment: Mapping[str, str] = os.environ) -> str:
+    """The target to check: ``given``, else ``$RECON_IMPL``, else the bundled one.
+
+    An empty name is an error, never the default: ``RECON_IMPL=`` (a CI variable that was
+    never filled in) must not quietly check the bundled implementation instead of yours.
+    """
+    if given is None:
+        given = environment.get(ENVIRONMENT_VARIABLE)
+        if given is None:
+            return DEFAULT_TARGET
+        if not given.strip():
+            raise TargetLoadError(
+                f"${ENVIRONMENT_VARIABLE} is set but empty: set it to MODULE:CALLABLE, or "
+                "unset it to check the bundled implementation"
+            )
+    if not given.strip():
+        raise TargetLoadError("the target is an empty name: give MODULE:CALLABLE")
+    module_name, sep, attribute = given.partition(":")
+    if not sep or not module_name.strip() or not attribute.strip():
+        raise TargetLoadError(f"target must look like MODULE:CALLABLE, got {given!r}")
+    return given
+
+
+def is_file_target(module_name: str) -> bool:
+    return module_name.endswith(".py") or os.sep in module_name or "/" in module_name
+
+
+def _private_module_name(path: Path) -> str:
+    """A name no other module has: a target file called ``random.py`` must not take the
+    place of the standard library's ``random`` in ``sys.modules``."""
+    return "_recon_spec_target_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+
+
+def load_target(name: str | None = None) -> tuple[str, Implementation]:
     """Resolve ``MODULE:CALLABLE`` (or ``path/to/file.py:CALLABLE``) to the callable.
 
     ``None`` means ``$RECON_IMPL``, or the bundled implementation when that is unset.
+    Runs the target's module: call it in a worker process, never in the one that reports.
     """
-    spec = spec or os.environ.get(ENVIRONMENT_VARIABLE) or DEFAULT_TARGET
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        raise TargetLoadError(f"target must look like MODULE:CALLABLE, got {spec!r}")
+    name = target_name(name)
+    module_name, _, attribute = name.partition(":")
+    is_file = is_file_target(module_name)
     # Modules beside the user (and beside a target file) import as they would in a script
-    # run from there; a console script's sys.path holds neither.
-    is_file = module_name.endswith(".py") or os.sep in module_name
+    # run from there; a console script's sys.path holds neither. Appended, not prepended:
+    # a file of the user's named like a standard module must not shadow it.
     for folder in (Path.cwd(), Path(module_name).resolve().parent if is_file else None):
         if folder is not None and str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
+            sys.path.append(str(folder))
     try:
         if is_file:
             path = Path(module_name).resolve()
-            loader_spec = importlib.util.spec_from_file_location(path.stem, path)
-            if loader_spec is None or loader_spec.loader is None or not path.exists():
+            if not path.is_file():
                 raise TargetLoadError(f"no Python file at {path}")
+            private = _private_module_name(path)
+            loader_spec = importlib.util.spec_from_file_location(private, path)
+            if loader_spec is None or loader_spec.loader is None:
+                raise TargetLoadError(f"{path} cannot be loaded as a Python module")
             module = importlib.util.module_from_spec(loader_spec)
-            sys.modules[path.stem] = module
+            sys.modules[private] = module
             loader_spec.loader.exec_module(module)
         else:
             module = importlib.import_module(module_name)
@@ -75,8 +115,8 @@ def load_target(spec: str | None = None) -> tuple[str, Implementation]:
             raise TargetLoadError(f"{module_name!r} has no attribute {attribute!r}")
         value = getattr(value, part)
     if not callable(value):
-        raise TargetLoadError(f"{spec} is a {type(value).__name__}, not a callable")
-    return spec, value
+        raise TargetLoadError(f"{name} is a {type(value).__name__}, not a callable")
+    return name, value
 
 
 def check_outputs(outputs: Any, case: LossCase) -> dict[str, torch.Tensor]:
@@ -85,11 +125,11 @@ def check_outputs(outputs: Any, case: LossCase) -> dict[str, torch.Tensor]:
         raise ContractViolation(
             f"the target must return a Mapping of the eight names, got {type(outputs).__name__}"
         )
-    missing = [name for name in RECONSTRUCTION_LOSS_NAMES if name not in outputs]
+    missing = [name for name in LOSS_NAMES if name not in outputs]
     if missing:
         raise ContractViolation(f"the target's result lacks {', '.join(missing)}")
     result = {}
-    for name in RECONSTRUCTION_LOSS_NAMES:
+    for name in LOSS_NAMES:
         value = outputs[name]
         if not isinstance(value, torch.Tensor):
             raise ContractViolation(f"{name} must be a torch.Tensor, got {type(value).__name__}")
@@ -104,18 +144,43 @@ def check_outputs(outputs: Any, case: LossCase) -> dict[str, torch.Tensor]:
 
 @dataclass
 class Call:
-    """One recorded call of the target, with what was done with its outputs."""
+    """One call of the target: what it was given and what was done with its outputs, all
+    known before the call starts (so that a call that never returns can be replayed)."""
 
     case: LossCase
     token_nll_requires_grad: bool = False
     zfree_requires_grad: bool = False
-    values: dict[str, float] = field(default_factory=dict)
+    #: the output whose backward was taken (its gradients then printed)
     backward_of: str | None = None
-    token_nll_grad: list[list[float]] | None = None
-    zfree_grad: list[list[float]] | None = None
-    # outputs differentiated with respect to zfree_token_nll one by one (stop-gradient)
-    zfree_gradients_of: tuple[str, ...] = ()
+    #: whether each output was differentiated with respect to zfree_token_nll (stop-gradient)
+    zfree_gradients: bool = False
+    #: Python lines that change the tensors before the call (``{k}`` is the call's number),
+    #: for inputs a LossCase cannot hold: a 1-D token_nll, an integer one, ...
+    adjust: tuple[str, ...] = ()
+    #: filled in after the call
+    values: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    #: how a call that never returned ended (its process died, or it timed out)
+    ended: str | None = None
+
+
+class CallObserver(Protocol):
+    """Told about every input and call of the target (the worker reports them)."""
+
+    def example_started(self) -> None: ...
+    def call_started(self, call: Call) -> None: ...
+    def call_finished(self) -> None: ...
+
+
+@dataclass
+class Observed:
+    """What one call gave: the outputs, the tensors it was given, their gradients."""
+
+    outputs: dict[str, torch.Tensor]
+    inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    values: dict[str, float]
+    token_nll_grad: torch.Tensor | None = None
+    zfree_grad: torch.Tensor | None = None
 
 
 @dataclass
@@ -123,7 +188,22 @@ class Probe:
     """Calls the target and records every call, for the failure report's reproduction."""
 
     implementation: Implementation
+    observer: CallObserver | None = None
     calls: list[Call] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def _calling(self, call: Call) -> Iterator[None]:
+        self.calls.append(call)
+        if self.observer is not None:
+            self.observer.call_started(call)
+        try:
+            yield
+        except Exception as error:
+            call.error = f"{type(error).__name__}: {error}"
+            raise
+        finally:
+            if self.observer is not None:
+                self.observer.call_finished()
 
     def call(
         self,
@@ -131,57 +211,68 @@ class Probe:
         *,
         token_nll_requires_grad: bool = False,
         zfree_requires_grad: bool = False,
-    ) -> tuple[dict[str, torch.Tensor], tuple[torch.Tensor, ...]]:
-        """Call the target on fresh tensors of ``case``; return outputs and the inputs."""
+        backward_of: str | None = None,
+    ) -> Observed:
+        """Call the target on fresh tensors of ``case`` (and take the backward of
+        ``backward_of``, which needs ``token_nll_requires_grad``)."""
         token_nll, zfree, mask = case.tensors(requires_grad=token_nll_requires_grad)
         if zfree_requires_grad:
             zfree.requires_grad_()
-        record = Call(case, token_nll_requires_grad, zfree_requires_grad)
-        self.calls.append(record)
-        try:
-            raw = self.implementation(token_nll, zfree, mask, case.config)
-        except Exception as error:
-            record.error = f"{type(error).__name__}: {error}"
-            raise
-        outputs = check_outputs(raw, case)
-        record.values = {name: float(value.detach()) for name, value in outputs.items()}
-        return outputs, (token_nll, zfree, mask)
+        call = Call(case, token_nll_requires_grad, zfree_requires_grad, backward_of)
+        with self._calling(call):
+            outputs = check_outputs(self.implementation(token_nll, zfree, mask, case.config), case)
+            call.values = {name: float(value.detach()) for name, value in outputs.items()}
+            if backward_of is not None:
+                if not outputs[backward_of].requires_grad:
+                    raise ContractViolation(
+                        f"{backward_of} does not require grad: it is not differentiable"
+                    )
+                outputs[backward_of].backward()
+        return Observed(outputs, (token_nll, zfree, mask), call.values, token_nll.grad, zfree.grad)
 
     def values(self, case: LossCase) -> dict[str, float]:
         """The eight outputs as Python floats."""
-        outputs, _ = self.call(case)
-        return {name: float(value.detach()) for name, value in outputs.items()}
+        return self.call(case).values
 
     def gradients(
         self, case: LossCase, of: str = "total_reconstruction_loss"
     ) -> tuple[dict[str, float], torch.Tensor, torch.Tensor | None]:
         """Outputs, d(of)/d token_nll, and d(of)/d zfree_token_nll (None when none flows)."""
-        outputs, (token_nll, zfree, _) = self.call(
-            case, token_nll_requires_grad=True, zfree_requires_grad=True
+        seen = self.call(
+            case, token_nll_requires_grad=True, zfree_requires_grad=True, backward_of=of
         )
-        record = self.calls[-1]
-        record.backward_of = of
-        target = outputs[of]
-        if not target.requires_grad:
-            raise ContractViolation(f"{of} does not require grad: it is not differentiable")
-        target.backward()
-        grad = token_nll.grad if token_nll.grad is not None else torch.zeros_like(token_nll)
-        record.token_nll_grad = grad.double().tolist()
-        if zfree.grad is not None:
-            record.zfree_grad = zfree.grad.double().tolist()
-        return record.values, grad, zfree.grad
+        token_nll = seen.inputs[0]
+        grad = (
+            seen.token_nll_grad if seen.token_nll_grad is not None else torch.zeros_like(token_nll)
+        )
+        return seen.values, grad, seen.zfree_grad
 
     def zfree_gradients(self, case: LossCase) -> dict[str, torch.Tensor | None]:
         """d(output)/d zfree_token_nll for each output that requires grad (None where the
         graph does not reach zfree_token_nll)."""
-        outputs, (_, zfree, _) = self.call(
-            case, token_nll_requires_grad=True, zfree_requires_grad=True
-        )
-        differentiable = tuple(name for name, value in outputs.items() if value.requires_grad)
-        self.calls[-1].zfree_gradients_of = differentiable
+        token_nll, zfree, mask = case.tensors(requires_grad=True)
+        zfree.requires_grad_()
+        call = Call(case, True, True, zfree_gradients=True)
         gradients = {}
-        for name in differentiable:
-            (gradients[name],) = torch.autograd.grad(
-                outputs[name], zfree, retain_graph=True, allow_unused=True
-            )
+        with self._calling(call):
+            outputs = check_outputs(self.implementation(token_nll, zfree, mask, case.config), case)
+            call.values = {name: float(value.detach()) for name, value in outputs.items()}
+            for name, value in outputs.items():
+                if value.requires_grad:
+                    (gradients[name],) = torch.autograd.grad(
+                        value, zfree, retain_graph=True, allow_unused=True
+                    )
         return gradients
+
+    def call_adjusted(
+        self,
+        case: LossCase,
+        adjust: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]],
+        code: tuple[str, ...],
+    ) -> Any:
+        """Call the target on the tensors of ``case`` changed by ``adjust`` (``code`` says
+        the same in Python, for the reproduction); return what it returns, unchecked."""
+        token_nll, zfree, mask = adjust(*case.tensors())
+        call = Call(case, adjust=code)
+        with self._calling(call):
+            return self.implementation(token_nll, zfree, mask, case.config)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from hypothesis import assume
 from hypothesis import strategies as st
 
 from properties.assertions import assert_values_close
-from properties.cases import LossCase, round_to
+from properties.cases import LossCase, Rows, round_to
 from properties.invariant import Invariant
 from properties.invariants.common import DIAGNOSTICS, TERMS, TOTAL, tolerance
 from properties.strategies import (
@@ -27,18 +27,26 @@ from properties.tolerances import unit_roundoff
 # --- linear in l -------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class LinearCombination:
+    """Two loss tensors on the same b and mask (``case`` and ``other_token_nll``), and a
+    coefficient a (a power of two, so that a*l1 + l2 rounds only once)."""
+
+    case: LossCase
+    other_token_nll: Rows
+    coefficient: float
+
+
 @st.composite
-def linear_combinations(draw: st.DrawFn, domain: Domain):
-    """Two loss tensors on the same b and mask, and a coefficient a (a power of two, so
-    that a*l1 + l2 rounds only once)."""
+def linear_combinations(draw: st.DrawFn, domain: Domain) -> LinearCombination:
     case = draw(loss_cases(domain, dtypes=domain.full_precision_dtypes or domain.dtypes))
     other = draw(loss_rows(case.mask, case.dtype, domain.max_loss))
     coefficient = draw(st.sampled_from([1.0, 2.0, 0.5, 4.0]))
-    return case, other, coefficient
+    return LinearCombination(case, other, coefficient)
 
 
-def check_linear_in_token_nll(probe: Probe, drawn) -> None:
-    case, other_rows, a = drawn
+def check_linear_in_token_nll(probe: Probe, drawn: LinearCombination) -> None:
+    case, other_rows, a = drawn.case, drawn.other_token_nll, drawn.coefficient
     other = replace(case, token_nll=other_rows)
     combined_rows = tuple(
         tuple(
@@ -60,21 +68,29 @@ def check_linear_in_token_nll(probe: Probe, drawn) -> None:
         names=names,
         scales={n: a * abs(f1[n]) + abs(f2[n]) for n in names},
         what=f"every term is linear in l for fixed b: f({a}*l1 + l2) = {a}*f(l1) + f(l2)",
+        case=combined,
     )
 
 
 # --- linear in the weights ---------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class WeightPair:
+    """A case, and a second set of the five weights (by config field)."""
+
+    case: LossCase
+    second_weights: tuple[tuple[str, float], ...]
+
+
 @st.composite
-def weight_pairs(draw: st.DrawFn, domain: Domain):
+def weight_pairs(draw: st.DrawFn, domain: Domain) -> WeightPair:
     case = draw(loss_cases(domain))
-    second = {name: draw(weights()) for name in WEIGHT_NAMES}
-    return case, second
+    return WeightPair(case, tuple((name, draw(weights())) for name in WEIGHT_NAMES))
 
 
-def check_linear_in_weights(probe: Probe, drawn) -> None:
-    case, second_weights = drawn
+def check_linear_in_weights(probe: Probe, drawn: WeightPair) -> None:
+    case, second_weights = drawn.case, dict(drawn.second_weights)
     f1 = probe.values(case)
     terms = [f1[name] for name in TERMS]
     w1 = [getattr(case.config, name) for name in WEIGHT_NAMES]
@@ -86,6 +102,7 @@ def check_linear_in_weights(probe: Probe, drawn) -> None:
         scales={TOTAL: sum(w * abs(r) for w, r in zip(w1, terms, strict=True))},
         what="J = w_raw R_raw + w_dist R_dist + w_ex R_ex + w_tok R_tok + w_cc R_cc, "
         "with the terms this call returned",
+        case=case,
     )
     second = case.with_config(**second_weights)
     summed = case.with_config(
@@ -98,21 +115,29 @@ def check_linear_in_weights(probe: Probe, drawn) -> None:
         tol,
         scales={TOTAL: abs(f1[TOTAL]) + abs(f2[TOTAL])},
         what="J is linear in the weights: J(w1 + w2) = J(w1) + J(w2)",
+        case=summed,
     )
 
 
 # --- scale of b --------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ScaledSurprisal:
+    """A case, and the factor s its z-free losses are multiplied by (a power of two)."""
+
+    case: LossCase
+    scale: float
+
+
 @st.composite
-def scaled_surprisals(draw: st.DrawFn, domain: Domain):
+def scaled_surprisals(draw: st.DrawFn, domain: Domain) -> ScaledSurprisal:
     case = draw(loss_cases(domain))
-    scale = draw(st.sampled_from([2.0, 0.5, 4.0, 0.25]))
-    return case, scale
+    return ScaledSurprisal(case, draw(st.sampled_from([2.0, 0.5, 4.0, 0.25])))
 
 
-def check_scale_of_b(probe: Probe, drawn) -> None:
-    case, s = drawn
+def check_scale_of_b(probe: Probe, drawn: ScaledSurprisal) -> None:
+    case, s = drawn.case, drawn.scale
     scaled_rows = tuple(
         tuple(round_to(case.dtype, s * v) if valid else v for v, valid in zip(r, m, strict=True))
         for r, m in zip(case.zfree_token_nll, case.mask, strict=True)
@@ -143,15 +168,23 @@ def check_scale_of_b(probe: Probe, drawn) -> None:
         tolerance(case),
         what=f"b -> {s}*b leaves the shares pi and kappa unchanged (so R_tok, R_cc and kappa), "
         "and scales token_weighted_base_loss by s",
+        case=scaled,
     )
 
 
 # --- batch decomposition -----------------------------------------------------------------
 
 
-@st.composite
-def batch_pairs(draw: st.DrawFn, domain: Domain):
+@dataclass(frozen=True)
+class BatchPair:
     """Two batches of the same dtype and config, of possibly different lengths T."""
+
+    case: LossCase
+    second: LossCase
+
+
+@st.composite
+def batch_pairs(draw: st.DrawFn, domain: Domain) -> BatchPair:
     first = draw(loss_cases(domain))
     batch, length = draw(shapes(domain))
     mask = draw(masks(batch, length))
@@ -163,7 +196,7 @@ def batch_pairs(draw: st.DrawFn, domain: Domain):
     )
     # one config valid for both batches (make_valid only ever changes epsilon)
     config = make_valid(concatenate(first, second)).config
-    return replace(first, config=config), replace(second, config=config)
+    return BatchPair(replace(first, config=config), replace(second, config=config))
 
 
 def pad_to(case: LossCase, length: int) -> LossCase:
@@ -187,8 +220,8 @@ def kept_count(case: LossCase) -> int:
     return sum(1 for row in case.mask if any(row))
 
 
-def check_batch_decomposition(probe: Probe, drawn) -> None:
-    first, second = drawn
+def check_batch_decomposition(probe: Probe, drawn: BatchPair) -> None:
+    first, second = drawn.case, drawn.second
     union = concatenate(first, second)
     f1, f2, fu = probe.values(first), probe.values(second), probe.values(union)
     k1, k2 = kept_count(first), kept_count(second)
@@ -201,6 +234,7 @@ def check_batch_decomposition(probe: Probe, drawn) -> None:
         scales={n: (k1 * abs(f1[n]) + k2 * abs(f2[n])) / (k1 + k2) for n in names},
         what=f"the union of two batches with B'1 = {k1} and B'2 = {k2} kept examples gives "
         "(B'1 x1 + B'2 x2)/(B'1 + B'2) for every term and diagnostic",
+        case=union,
     )
 
 

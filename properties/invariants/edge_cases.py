@@ -1,15 +1,21 @@
 """Named edge cases every run tries first (``@example``): each once mattered.
 
-A case is tried only where the domain under check admits it (``Domain.admits``).
+Each says why it is there; a failure report quotes that when the case fails the same way as
+the input it shows. A case is tried only where the domain under check admits it
+(``Domain.admits``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from properties.cases import LossCase
+from properties.invariant import NamedInput
 from recon_impl import ReconstructionLossConfig
 
 NAN, INF = math.nan, math.inf
@@ -26,115 +32,164 @@ def _config(**changes: float) -> ReconstructionLossConfig:
     return ReconstructionLossConfig(**{**ALL_WEIGHTS, **changes})
 
 
-EDGE_CASES: dict[str, LossCase] = {
-    # Padded positions full of NaN and inf: multiplying by the mask leaks them.
-    "nan-padding": LossCase(
-        token_nll=((1.0, 2.0, NAN), (3.0, INF, -INF)),
-        zfree_token_nll=((0.5, 1.5, INF), (2.0, NAN, NAN)),
-        mask=((True, True, False), (True, False, False)),
-        config=_config(),
-    ),
-    # alpha = 0 with zero surprisal: 0^0 = 1, and exp(0 * log 0) is NaN.
-    "alpha0-zero-surprisal": LossCase(
-        token_nll=((1.0, 2.0, 3.0),),
-        zfree_token_nll=((0.0, 1.0, 2.0),),
-        mask=((True, True, True),),
-        config=_config(token_weight_alpha=0.0, example_inverse_surprisal_epsilon=0.0),
-    ),
-    # alpha > 0 so small it rounds to 0 in float32: 0^alpha is still 0, not 0^0 = 1.
-    "tiny-alpha-zero-surprisal": LossCase(
-        token_nll=((1.0, 5.0, 2.0),),
-        zfree_token_nll=((2.0, 0.0, 1.0),),
-        mask=((True, True, True),),
-        config=_config(token_weight_alpha=1e-300),
-        dtype=torch.float32,
-    ),
-    # alpha > 0 and every valid b = 0: uniform shares, kappa = 1 (0/0 otherwise).
-    "all-zero-surprisal-row": LossCase(
-        token_nll=((1.0, 3.0), (2.0, 0.0)),
-        zfree_token_nll=((0.0, 0.0), (4.0, 0.0)),
-        mask=((True, True), (True, False)),
-        config=_config(token_weight_alpha=2.0, example_inverse_surprisal_epsilon=0.5),
-    ),
-    # A fully padded example is dropped, not averaged in as a zero.
-    "empty-row": LossCase(
-        token_nll=((1.0, 2.0), (5.0, 7.0), (3.0, 0.0)),
-        zfree_token_nll=((1.0, 3.0), (1.0, 1.0), (2.0, 0.0)),
-        mask=((True, True), (False, False), (True, False)),
-        config=_config(),
-    ),
-    # One valid token per example: shares are 1 whatever alpha.
-    "single-token-rows": LossCase(
-        token_nll=((2.0,), (4.0,)),
-        zfree_token_nll=((0.5,), (3.0,)),
-        mask=((True,), (True,)),
-        config=_config(token_weight_alpha=3.0),
-    ),
-    # Huge alpha in float32: b^alpha overflows unless the maximum is taken out.
-    "huge-alpha-float32": LossCase(
-        token_nll=((1.0, 2.0, 3.0), (4.0, 5.0, 6.0)),
-        zfree_token_nll=((1e4, 9000.0, 0.5), (1e4, 1e4, 2.0)),
-        mask=((True, True, True), (True, True, True)),
-        config=_config(token_weight_alpha=1e3),
-        dtype=torch.float32,
-    ),
-    # Ties at the largest surprisal share the weight evenly.
-    "ties-at-max": LossCase(
-        token_nll=((1.0, 5.0, 9.0),),
-        zfree_token_nll=((3.0, 3.0, 1.0),),
-        mask=((True, True, True),),
-        config=_config(token_weight_alpha=7.0),
-    ),
-    # epsilon far larger than every loss, and a tiny reference scale.
-    "large-epsilon-tiny-scale": LossCase(
-        token_nll=((1.0, 2.0),),
-        zfree_token_nll=((0.25, 0.75),),
-        mask=((True, True),),
-        config=_config(example_inverse_surprisal_epsilon=1e5, zfree_reference_scale=1e-3),
-    ),
-    # Tail shares below float32's smallest normal number: (1/6)^52 is subnormal, and only
-    # the tail tokens carry loss. Their rounding is absolute, not relative (tolerances.py).
-    "subnormal-tail-shares": LossCase(
-        token_nll=((1.0, 0.0, 1.0, 1.0, 1.0), (0.0, 0.0, 0.0, 0.0, 0.0)),
-        zfree_token_nll=((0.0, 6.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 0.0, 0.0)),
-        mask=((True, True, True, True, True), (False, False, False, False, False)),
-        config=ReconstructionLossConfig(raw_weight=0.0, token_weight_alpha=52.0),
-        dtype=torch.bfloat16,
-    ),
-    # A tail share of 1e-31, a normal float32 number: scaled by the row sum instead of the
-    # row maximum, b^alpha underflows first and the only token with a loss counts 0.
-    "tail-share-float32": LossCase(
-        token_nll=((0.0, 0.0, 0.0, 0.0, 1.0),),
-        zfree_token_nll=((6.0, 6.0, 6.0, 6.0, 0.5),),
-        mask=((True, True, True, True, True),),
-        config=_config(raw_weight=0.0, token_weight_alpha=27.5),
-        dtype=torch.float32,
-    ),
-    # A float16 gradient of 0.001/35 = 2.9e-5, below float16's smallest normal number: its
-    # cast back to the input dtype rounds to a subnormal step, 6e-8 (tolerances.py).
-    "subnormal-float16-gradient": LossCase(
-        token_nll=((1.0,) * 7,) * 5,
-        zfree_token_nll=((1.0,) * 7,) * 5,
-        mask=((True,) * 7,) * 5,
-        config=ReconstructionLossConfig(
-            raw_weight=0.0, normalized_concentration_corrected_token_weighted_weight=0.001
+@dataclass(frozen=True)
+class EdgeCase:
+    """An input that once mattered, and why."""
+
+    why: str
+    case: LossCase
+
+
+EDGE_CASES: dict[str, EdgeCase] = {
+    "nan-padding": EdgeCase(
+        "Padded positions full of NaN and inf: multiplying by the mask leaks them.",
+        LossCase(
+            token_nll=((1.0, 2.0, NAN), (3.0, INF, -INF)),
+            zfree_token_nll=((0.5, 1.5, INF), (2.0, NAN, NAN)),
+            mask=((True, True, False), (True, False, False)),
+            config=_config(),
         ),
-        dtype=torch.float16,
     ),
-    # Half precision must be computed in float32.
-    "half-precision": LossCase(
-        token_nll=((0.1, 7.5, 1000.0), (2.0, 0.0, 0.0)),
-        zfree_token_nll=((0.3, 6.0, 900.0), (1.5, 0.0, 0.0)),
-        mask=((True, True, True), (True, False, False)),
-        config=_config(token_weight_alpha=1.5),
-        dtype=torch.float16,
+    "alpha0-zero-surprisal": EdgeCase(
+        "alpha = 0 with zero surprisal: 0^0 = 1, and exp(0 * log 0) is NaN.",
+        LossCase(
+            token_nll=((1.0, 2.0, 3.0),),
+            zfree_token_nll=((0.0, 1.0, 2.0),),
+            mask=((True, True, True),),
+            config=_config(token_weight_alpha=0.0, example_inverse_surprisal_epsilon=0.0),
+        ),
     ),
-    "bfloat16-integer-mask": LossCase(
-        token_nll=((0.125, 3.0), (2.0, 1.0)),
-        zfree_token_nll=((0.25, 2.0), (1.0, 1.0)),
-        mask=((True, True), (True, False)),
-        config=_config(),
-        dtype=torch.bfloat16,
-        mask_dtype=torch.int64,
+    "tiny-alpha-zero-surprisal": EdgeCase(
+        "alpha > 0 so small it rounds to 0 in float32: 0^alpha is still 0, not 0^0 = 1.",
+        LossCase(
+            token_nll=((1.0, 5.0, 2.0),),
+            zfree_token_nll=((2.0, 0.0, 1.0),),
+            mask=((True, True, True),),
+            config=_config(token_weight_alpha=1e-300),
+            dtype=torch.float32,
+        ),
+    ),
+    "all-zero-surprisal-row": EdgeCase(
+        "alpha > 0 and every valid b = 0: uniform shares, kappa = 1 (0/0 otherwise).",
+        LossCase(
+            token_nll=((1.0, 3.0), (2.0, 0.0)),
+            zfree_token_nll=((0.0, 0.0), (4.0, 0.0)),
+            mask=((True, True), (True, False)),
+            config=_config(token_weight_alpha=2.0, example_inverse_surprisal_epsilon=0.5),
+        ),
+    ),
+    "empty-row": EdgeCase(
+        "A fully padded example is dropped, not averaged in as a zero.",
+        LossCase(
+            token_nll=((1.0, 2.0), (5.0, 7.0), (3.0, 0.0)),
+            zfree_token_nll=((1.0, 3.0), (1.0, 1.0), (2.0, 0.0)),
+            mask=((True, True), (False, False), (True, False)),
+            config=_config(),
+        ),
+    ),
+    "single-token-rows": EdgeCase(
+        "One valid token per example: shares are 1 whatever alpha.",
+        LossCase(
+            token_nll=((2.0,), (4.0,)),
+            zfree_token_nll=((0.5,), (3.0,)),
+            mask=((True,), (True,)),
+            config=_config(token_weight_alpha=3.0),
+        ),
+    ),
+    "huge-alpha-float32": EdgeCase(
+        "Huge alpha in float32: b^alpha overflows unless the maximum is taken out.",
+        LossCase(
+            token_nll=((1.0, 2.0, 3.0), (4.0, 5.0, 6.0)),
+            zfree_token_nll=((1e4, 9000.0, 0.5), (1e4, 1e4, 2.0)),
+            mask=((True, True, True), (True, True, True)),
+            config=_config(token_weight_alpha=1e3),
+            dtype=torch.float32,
+        ),
+    ),
+    "ties-at-max": EdgeCase(
+        "Ties at the largest surprisal share the weight evenly.",
+        LossCase(
+            token_nll=((1.0, 5.0, 9.0),),
+            zfree_token_nll=((3.0, 3.0, 1.0),),
+            mask=((True, True, True),),
+            config=_config(token_weight_alpha=7.0),
+        ),
+    ),
+    "large-epsilon-tiny-scale": EdgeCase(
+        "epsilon far larger than every loss, and a tiny reference scale.",
+        LossCase(
+            token_nll=((1.0, 2.0),),
+            zfree_token_nll=((0.25, 0.75),),
+            mask=((True, True),),
+            config=_config(example_inverse_surprisal_epsilon=1e5, zfree_reference_scale=1e-3),
+        ),
+    ),
+    "subnormal-tail-shares": EdgeCase(
+        "Tail shares below float32's smallest normal number: (1/6)^52 is subnormal, and "
+        "only the tail tokens carry loss. Their rounding is absolute, not relative "
+        "(tolerances.py).",
+        LossCase(
+            token_nll=((1.0, 0.0, 1.0, 1.0, 1.0), (0.0, 0.0, 0.0, 0.0, 0.0)),
+            zfree_token_nll=((0.0, 6.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 0.0, 0.0)),
+            mask=((True, True, True, True, True), (False, False, False, False, False)),
+            config=ReconstructionLossConfig(raw_weight=0.0, token_weight_alpha=52.0),
+            dtype=torch.bfloat16,
+        ),
+    ),
+    "tail-share-float32": EdgeCase(
+        "A tail share of 1e-31, a normal float32 number: scaled by the row sum instead of "
+        "the row maximum, b^alpha underflows first and the only token with a loss counts 0.",
+        LossCase(
+            token_nll=((0.0, 0.0, 0.0, 0.0, 1.0),),
+            zfree_token_nll=((6.0, 6.0, 6.0, 6.0, 0.5),),
+            mask=((True, True, True, True, True),),
+            config=_config(raw_weight=0.0, token_weight_alpha=27.5),
+            dtype=torch.float32,
+        ),
+    ),
+    "subnormal-float16-gradient": EdgeCase(
+        "A float16 gradient of 0.001/35 = 2.9e-5, below float16's smallest normal number: "
+        "its cast back to the input dtype rounds to a subnormal step, 6e-8 (tolerances.py).",
+        LossCase(
+            token_nll=((1.0,) * 7,) * 5,
+            zfree_token_nll=((1.0,) * 7,) * 5,
+            mask=((True,) * 7,) * 5,
+            config=ReconstructionLossConfig(
+                raw_weight=0.0, normalized_concentration_corrected_token_weighted_weight=0.001
+            ),
+            dtype=torch.float16,
+        ),
+    ),
+    "half-precision": EdgeCase(
+        "Half precision must be computed in float32.",
+        LossCase(
+            token_nll=((0.1, 7.5, 1000.0), (2.0, 0.0, 0.0)),
+            zfree_token_nll=((0.3, 6.0, 900.0), (1.5, 0.0, 0.0)),
+            mask=((True, True, True), (True, False, False)),
+            config=_config(token_weight_alpha=1.5),
+            dtype=torch.float16,
+        ),
+    ),
+    "bfloat16-integer-mask": EdgeCase(
+        "An integer 0/1 mask on bfloat16 inputs: the mask is treated as bool, and the "
+        "values are computed in float32.",
+        LossCase(
+            token_nll=((0.125, 3.0), (2.0, 1.0)),
+            zfree_token_nll=((0.25, 2.0), (1.0, 1.0)),
+            mask=((True, True), (True, False)),
+            config=_config(),
+            dtype=torch.bfloat16,
+            mask_dtype=torch.int64,
+        ),
     ),
 }
+
+
+def named(
+    name: str, build: Callable[[LossCase], Any] | None = None, *, note: str = ""
+) -> NamedInput:
+    """Edge case ``name`` as an invariant's example: its case, or what ``build`` makes of it
+    (an invariant whose strategy draws more than a case); ``note`` says what was changed."""
+    edge = EDGE_CASES[name]
+    value = edge.case if build is None else build(edge.case)
+    return NamedInput(f"{name} ({note})" if note else name, edge.why, value)

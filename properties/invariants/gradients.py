@@ -8,7 +8,7 @@ from properties.assertions import assert_tensor_close
 from properties.cases import LossCase
 from properties.invariant import Invariant, InvariantViolation
 from properties.invariants.common import TOTAL, assume_gradient_representable
-from properties.invariants.edge_cases import EDGE_CASES
+from properties.invariants.edge_cases import named
 from properties.oracle import expected
 from properties.strategies import loss_cases
 from properties.target import Probe
@@ -25,6 +25,7 @@ def check_gradient_closed_form(probe: Probe, case: LossCase) -> None:
         gradient_tolerance(case.dtype, length=case.shape[1], alpha=case.config.token_weight_alpha),
         what="dJ/dl_it = (1/B') [ (w_raw + w_dist/c + w_ex/(bbar_i+eps))/n_i + "
         "(w_tok + w_cc/(c kappa_i)) pi_it ] (the token weights, read off autograd)",
+        case=case,
     )
 
 
@@ -37,7 +38,9 @@ def check_stop_gradient(probe: Probe, case: LossCase) -> None:
     if leaking:
         raise InvariantViolation(
             "no output may carry a gradient to zfree_token_nll (every weight built from b is "
-            "detached), but these do: " + "; ".join(leaking)
+            "detached), but these do: " + "; ".join(leaking),
+            case=case,
+            failing=("zfree gradient",),
         )
 
 
@@ -51,11 +54,11 @@ INVARIANTS = (
         strategy=lambda domain: loss_cases(domain),
         check=check_gradient_closed_form,
         examples=(
-            EDGE_CASES["nan-padding"],
-            EDGE_CASES["all-zero-surprisal-row"],
-            EDGE_CASES["empty-row"],
-            EDGE_CASES["huge-alpha-float32"],
-            EDGE_CASES["subnormal-float16-gradient"],
+            named("nan-padding"),
+            named("all-zero-surprisal-row"),
+            named("empty-row"),
+            named("huge-alpha-float32"),
+            named("subnormal-float16-gradient"),
         ),
     ),
     Invariant(
@@ -65,6 +68,6 @@ INVARIANTS = (
         spec_refs=("MATH.md#gradients",),
         strategy=lambda domain: loss_cases(domain),
         check=check_stop_gradient,
-        examples=(EDGE_CASES["nan-padding"],),
+        examples=(named("nan-padding"),),
     ),
 )

@@ -12,7 +12,7 @@ from properties.assertions import assert_values_close
 from properties.cases import LossCase
 from properties.invariant import Invariant
 from properties.invariants.common import kept_rows, mean, tolerance
-from properties.invariants.edge_cases import EDGE_CASES
+from properties.invariants.edge_cases import named
 from properties.strategies import baseline_cases, loss_cases
 from properties.target import Probe
 
@@ -35,6 +35,7 @@ def check_alpha_zero(probe: Probe, case: LossCase) -> None:
         },
         tolerance(case),
         what="alpha = 0 gives uniform shares: R_tok = R_raw, R_cc = R_dist, kappa = 1, btok = bbar",
+        case=case,
     )
 
 
@@ -57,6 +58,7 @@ def check_alpha_one(probe: Probe, case: LossCase) -> None:
         },
         tolerance(case),
         what="alpha = 1 gives linear surprisal shares pi_t = b_t / sum_s b_s",
+        case=case,
     )
 
 
@@ -75,6 +77,7 @@ def check_baseline(probe: Probe, case: LossCase) -> None:
         tolerance(case),
         what="at the z-free baseline (l = b, c = mean bbar): R_dist = R_cc = 1, "
         "R_ex = mean bbar/(bbar + eps), R_tok = token_weighted_base_loss",
+        case=case,
     )
 
 
@@ -93,7 +96,7 @@ INVARIANTS = (
         ),
         strategy=lambda domain: loss_cases(domain, alpha=0.0),
         check=check_alpha_zero,
-        examples=(EDGE_CASES["alpha0-zero-surprisal"],),
+        examples=(named("alpha0-zero-surprisal"),),
     ),
     Invariant(
         id="alpha-one-linear",

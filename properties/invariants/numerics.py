@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 from hypothesis import strategies as st
@@ -19,7 +19,7 @@ from properties.invariants.common import (
     mean,
     tolerance,
 )
-from properties.invariants.edge_cases import EDGE_CASES
+from properties.invariants.edge_cases import named
 from properties.strategies import Domain, alphas, loss_cases
 from properties.target import Probe
 
@@ -43,10 +43,14 @@ def check_finite(probe: Probe, case: LossCase) -> None:
     if bad:
         raise InvariantViolation(
             f"every output must be finite for alpha = {case.config.token_weight_alpha} and "
-            f"losses up to 1e4 (shares in log space), got {', '.join(bad)}"
+            f"losses up to 1e4 (shares in log space), got {', '.join(bad)}",
+            case=case,
+            failing=tuple(n for n in ALL_NAMES if not math.isfinite(values[n])),
         )
     if not bool(torch.isfinite(grad).all()):
-        raise InvariantViolation(f"the gradient must be finite, got {grad.tolist()}")
+        raise InvariantViolation(
+            f"the gradient must be finite, got {grad.tolist()}", case=case, failing=("gradient",)
+        )
 
 
 @st.composite
@@ -74,6 +78,7 @@ def check_concentration(probe: Probe, case: LossCase) -> None:
         tolerance(case, alpha=0.0),  # the shares are exactly 0 or 1/#ties: no alpha error
         what=f"alpha = {case.config.token_weight_alpha} puts every share on the largest "
         "surprisal of each example (split evenly between ties)",
+        case=case,
     )
 
 
@@ -92,18 +97,28 @@ def check_kappa_bounds(probe: Probe, case: LossCase) -> None:
             f"[1, {upper:.9g}] (Chebyshev's sum inequality), got {kappa:.9g}",
             expected={"lower": 1.0, "upper": upper},
             observed={"token_concentration_factor": kappa},
+            case=case,
+            failing=("token_concentration_factor",),
         )
 
 
+@dataclass(frozen=True)
+class AlphaPair:
+    """A case at its alpha, and a larger alpha to compare it with."""
+
+    case: LossCase
+    larger_alpha: float
+
+
 @st.composite
-def alpha_pairs(draw: st.DrawFn, domain: Domain):
+def alpha_pairs(draw: st.DrawFn, domain: Domain) -> AlphaPair:
     case = draw(loss_cases(domain))
     smaller, larger = sorted([case.config.token_weight_alpha, draw(alphas(domain.max_alpha))])
-    return case.with_config(token_weight_alpha=smaller), larger
+    return AlphaPair(case.with_config(token_weight_alpha=smaller), larger)
 
 
-def check_kappa_monotone(probe: Probe, drawn) -> None:
-    case, larger_alpha = drawn
+def check_kappa_monotone(probe: Probe, drawn: AlphaPair) -> None:
+    case, larger_alpha = drawn.case, drawn.larger_alpha
     smaller = probe.values(case)["token_concentration_factor"]
     larger = probe.values(case.with_config(token_weight_alpha=larger_alpha))[
         "token_concentration_factor"
@@ -116,6 +131,8 @@ def check_kappa_monotone(probe: Probe, drawn) -> None:
             f"alpha = {larger_alpha}",
             expected={"at larger alpha, at least": smaller},
             observed={"token_concentration_factor": larger},
+            case=case.with_config(token_weight_alpha=larger_alpha),
+            failing=("token_concentration_factor",),
         )
 
 
@@ -128,7 +145,7 @@ INVARIANTS = (
         spec_refs=("MATH.md#per-example",),
         strategy=lambda domain: extreme_cases(domain),
         check=check_finite,
-        examples=(EDGE_CASES["huge-alpha-float32"],),
+        examples=(named("huge-alpha-float32"),),
     ),
     Invariant(
         id="huge-alpha-concentration",
@@ -137,7 +154,13 @@ INVARIANTS = (
         spec_refs=("alpha-infinity-concentration",),
         strategy=lambda domain: concentration_cases(domain),
         check=check_concentration,
-        examples=(EDGE_CASES["ties-at-max"].with_config(token_weight_alpha=1e6),),
+        examples=(
+            named(
+                "ties-at-max",
+                lambda case: case.with_config(token_weight_alpha=1e6),
+                note="alpha = 1e6",
+            ),
+        ),
         applies=lambda domain: domain.max_alpha >= 1e6,
     ),
     Invariant(
@@ -147,7 +170,7 @@ INVARIANTS = (
         spec_refs=("kappa-at-least-one",),
         strategy=lambda domain: loss_cases(domain),
         check=check_kappa_bounds,
-        examples=(EDGE_CASES["all-zero-surprisal-row"], EDGE_CASES["ties-at-max"]),
+        examples=(named("all-zero-surprisal-row"), named("ties-at-max")),
     ),
     Invariant(
         id="kappa-monotone-in-alpha",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 from hypothesis import strategies as st
@@ -58,8 +58,16 @@ CORRUPTIONS: dict[str, tuple[Callable[[LossCase, float], LossCase], str]] = {
 }
 
 
+@dataclass(frozen=True)
+class BadInput:
+    """A case broken in one of the ways MATH.md "Errors" lists (``kind``)."""
+
+    kind: str
+    case: LossCase
+
+
 @st.composite
-def bad_value_cases(draw: st.DrawFn, domain: Domain):
+def bad_value_cases(draw: st.DrawFn, domain: Domain) -> BadInput:
     case = draw(loss_cases(domain))
     kind = draw(st.sampled_from(sorted(CORRUPTIONS)))
     if kind.startswith("negative"):
@@ -67,60 +75,70 @@ def bad_value_cases(draw: st.DrawFn, domain: Domain):
     else:
         value = draw(st.sampled_from([math.nan, math.inf, -math.inf]))
     make, _ = CORRUPTIONS[kind]
-    return kind, make(case, value)
+    return BadInput(kind, make(case, value))
 
 
-def _expect_value_error(probe: Probe, call: Callable[[], object], kind: str, argument: str):
+def _expect_value_error(call: Callable[[], object], case: LossCase, kind: str, argument: str):
+    def violation(message: str) -> InvariantViolation:
+        return InvariantViolation(message, case=case, failing=("ValueError",))
+
     try:
         call()
     except ValueError as error:
         if argument not in str(error):
-            raise InvariantViolation(
+            raise violation(
                 f"{kind}: the ValueError must name {argument}, but says: {error}"
             ) from error
         return
     except Exception as error:
-        raise InvariantViolation(
+        raise violation(
             f"{kind}: expected ValueError naming {argument}, got {type(error).__name__}: {error}"
         ) from error
-    raise InvariantViolation(f"{kind}: expected ValueError naming {argument}, nothing was raised")
+    raise violation(f"{kind}: expected ValueError naming {argument}, nothing was raised")
 
 
-def check_bad_values(probe: Probe, drawn) -> None:
-    kind, case = drawn
-    _, argument = CORRUPTIONS[kind]
-    _expect_value_error(probe, lambda: probe.call(case), kind, argument)
+def check_bad_values(probe: Probe, drawn: BadInput) -> None:
+    _, argument = CORRUPTIONS[drawn.kind]
+    _expect_value_error(lambda: probe.call(drawn.case), drawn.case, drawn.kind, argument)
 
 
-SHAPE_ERRORS = (
-    "token_nll is 1-D",
-    "zfree_token_nll has another shape",
-    "mask has another shape",
-    "token_nll is an integer tensor",
-    "zfree_token_nll is an integer tensor",
-)
+#: error kind -> (the change to the tensors (l, b, m), the same in Python for the report)
+SHAPE_ERRORS: dict[str, tuple[Callable[..., tuple[torch.Tensor, ...]], str]] = {
+    "token_nll is 1-D": (
+        lambda l, b, m: (l.reshape(-1), b, m),
+        "token_nll_{k} = token_nll_{k}.reshape(-1)",
+    ),
+    "zfree_token_nll has another shape": (
+        lambda l, b, m: (l, torch.cat([b, b], dim=1), m),
+        "zfree_token_nll_{k} = torch.cat([zfree_token_nll_{k}] * 2, dim=1)",
+    ),
+    "mask has another shape": (
+        lambda l, b, m: (l, b, torch.cat([m, m], dim=0)),
+        "mask_{k} = torch.cat([mask_{k}] * 2, dim=0)",
+    ),
+    "token_nll is an integer tensor": (
+        lambda l, b, m: (l.round().long(), b, m),
+        "token_nll_{k} = token_nll_{k}.round().long()",
+    ),
+    "zfree_token_nll is an integer tensor": (
+        lambda l, b, m: (l, b.round().long(), m),
+        "zfree_token_nll_{k} = zfree_token_nll_{k}.round().long()",
+    ),
+}
 
 
 @st.composite
-def bad_tensor_cases(draw: st.DrawFn, domain: Domain):
-    return draw(st.sampled_from(SHAPE_ERRORS)), draw(loss_cases(domain, dtypes=(torch.float32,)))
+def bad_tensor_cases(draw: st.DrawFn, domain: Domain) -> BadInput:
+    kind = draw(st.sampled_from(list(SHAPE_ERRORS)))
+    return BadInput(kind, draw(loss_cases(domain, dtypes=(torch.float32,))))
 
 
-def check_bad_tensors(probe: Probe, drawn) -> None:
-    kind, case = drawn
-    l, b, m = case.tensors()
-    argument = kind.split()[0]
-    if kind == "token_nll is 1-D":
-        l = l.reshape(-1)
-    elif kind == "zfree_token_nll has another shape":
-        b = torch.cat([b, b], dim=1)
-    elif kind == "mask has another shape":
-        m = torch.cat([m, m], dim=0)
-    elif kind == "token_nll is an integer tensor":
-        l = l.round().long()
-    else:
-        b = b.round().long()
-    _expect_value_error(probe, lambda: probe.implementation(l, b, m, case.config), kind, argument)
+def check_bad_tensors(probe: Probe, drawn: BadInput) -> None:
+    change, code = SHAPE_ERRORS[drawn.kind]
+    argument = drawn.kind.split()[0]
+    _expect_value_error(
+        lambda: probe.call_adjusted(drawn.case, change, (code,)), drawn.case, drawn.kind, argument
+    )
 
 
 INVARIANTS = (

@@ -8,7 +8,7 @@ from properties.assertions import assert_values_close
 from properties.cases import DTYPE_NAMES, LossCase
 from properties.invariant import Invariant
 from properties.invariants.common import ALL_NAMES, tolerance
-from properties.invariants.edge_cases import EDGE_CASES
+from properties.invariants.edge_cases import named
 from properties.oracle import expected
 from properties.strategies import Domain, logits_cases, loss_cases
 from properties.target import Probe
@@ -22,6 +22,7 @@ def check_oracle_agreement(probe: Probe, case: LossCase) -> None:
         tolerance(case),
         names=ALL_NAMES,
         what=f"{DTYPE_NAMES[case.dtype]} outputs against the spec's float64-or-better oracle",
+        case=case,
     )
 
 
@@ -43,7 +44,7 @@ INVARIANTS = (
         check=check_oracle_agreement,
         applies=lambda domain: bool(domain.full_precision_dtypes),
         examples=tuple(
-            EDGE_CASES[name]
+            named(name)
             for name in (
                 "nan-padding",
                 "alpha0-zero-surprisal",
@@ -68,9 +69,9 @@ INVARIANTS = (
         check=check_oracle_agreement,
         applies=lambda domain: bool(domain.low_precision_dtypes),
         examples=(
-            EDGE_CASES["half-precision"],
-            EDGE_CASES["bfloat16-integer-mask"],
-            EDGE_CASES["subnormal-tail-shares"],
+            named("half-precision"),
+            named("bfloat16-integer-mask"),
+            named("subnormal-tail-shares"),
         ),
     ),
     Invariant(

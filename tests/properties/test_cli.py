@@ -1,24 +1,46 @@
-"""``recon-spec check``: exit status, table, options (run as a user runs it)."""
+"""``recon-spec check``: exit status, table, options, and a verdict that survives the target
+(run as a user runs it). The targets that crash, hang or shadow modules are files in
+``tests/properties/targets/``."""
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).parents[2]
+TARGETS = Path(__file__).parent / "targets"
+#: two invariants: one that draws alpha = 0 (where the misbehaving targets misbehave), one
+#: that never does
+ALPHA_ZERO_AND_HUGE = ("-i", "alpha-zero-uniform", "-i", "huge-alpha-concentration")
 
 
-def check(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+def check(*args: str, timeout: int = 300, cwd: Path = ROOT, **environment: str):
     return subprocess.run(
         [sys.executable, "-m", "properties.cli", "check", *args],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=cwd,
         timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **environment},
     )
+
+
+def reproduction_of(report: str) -> str:
+    """The first reproduction script of a report (between its two rules of dashes)."""
+    after = report.split("copy into a file and run it):\n")[1]
+    return after.split("-" * 100 + "\n")[1]
+
+
+def target(name: str) -> str:
+    return f"{TARGETS / name}:losses"
 
 
 def test_passing_target_exits_0_with_a_table() -> None:
@@ -50,15 +72,24 @@ def test_failing_target_exits_1_with_a_reproduction() -> None:
 
 
 def test_file_path_targets_and_parallel_workers(tmp_path: Path) -> None:
-    target = tmp_path / "mine.py"
-    target.write_text(
+    adapter = tmp_path / "mine.py"
+    adapter.write_text(
         "from recon_impl import reconstruction_losses\n"
         "def losses(l, b, m, config):\n"
         "    return reconstruction_losses(l, b, m, config)\n"
     )
-    done = check(f"{target}:losses", "-i", "contract", "--max-examples", "5", "-j", "2")
+    done = check(f"{adapter}:losses", "-i", "contract", "--max-examples", "5", "-j", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 passed" in done.stdout
+
+
+@pytest.mark.parametrize("name", ["random", "torch"])
+def test_file_targets_named_like_standard_modules_do_not_replace_them(name: str) -> None:
+    done = check(
+        str(TARGETS / "sub" / f"{name}.py") + ":losses", "-i", "values", "--max-examples", "5"
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "3 passed, 0 failed" in done.stdout
 
 
 @pytest.mark.parametrize(
@@ -69,12 +100,178 @@ def test_file_path_targets_and_parallel_workers(tmp_path: Path) -> None:
         ("recon_impl:RECONSTRUCTION_LOSS_NAMES", "not a callable"),
         ("recon_impl", "must look like MODULE:CALLABLE"),
         ("recon_impl:token_nll_from_logits", "cannot be called as f(token_nll"),
+        ("", "the target is an empty name"),
+        ("  ", "the target is an empty name"),
     ],
 )
 def test_target_that_cannot_be_imported_or_called_exits_2(target: str, message: str) -> None:
     done = check(target, "--max-examples", "2")
-    assert done.returncode == 2
+    assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr
+    assert "passed" not in done.stdout
+
+
+def test_an_empty_environment_variable_is_an_error_not_the_default() -> None:
+    done = check("--max-examples", "2", RECON_IMPL="")
+    assert done.returncode == 2
+    assert "$RECON_IMPL is set but empty" in done.stderr
+    assert "passed" not in done.stdout
+
+
+def test_a_target_that_exits_while_imported_cannot_be_checked() -> None:
+    done = check(target("exits_at_import.py"), "--max-examples", "2")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "cannot be checked" in done.stderr and "exit code 7" in done.stderr
+
+
+def test_a_target_that_ends_its_own_process_is_reported_crashed_never_0() -> None:
+    done = check(target("exits_after_calls.py"), *ALPHA_ZERO_AND_HUGE, "--max-examples", "10")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(re.findall(r"^CRASHED [a-z-]+: ", done.stdout, re.M)) == 2  # a section each
+    assert "the target's process died (exit code 0) in a call of the target" in done.stdout
+    assert "0 passed, 0 failed, 2 crashed" in done.stdout  # the summary is still written
+
+
+def test_a_segfault_costs_only_its_own_invariant(tmp_path: Path) -> None:
+    done = check(target("segfaults.py"), *ALPHA_ZERO_AND_HUGE, "--max-examples", "10", "-j", "2")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert re.search(r"alpha-zero-uniform +identities +CRASHED", done.stdout)
+    assert re.search(r"huge-alpha-concentration +numerics +ok", done.stdout)
+    assert "killed by signal SIGSEGV" in done.stdout
+    assert "1 passed, 0 failed, 1 crashed" in done.stdout
+    # the reproduction is the usual script, and it reproduces the crash
+    (tmp_path / "repro.py").write_text(reproduction_of(done.stdout))
+    replay = subprocess.run(
+        [sys.executable, str(tmp_path / "repro.py")],
+        capture_output=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert replay.returncode == -signal.SIGSEGV
+
+
+def test_a_call_that_hangs_is_timed_out_and_the_run_goes_on() -> None:
+    start = time.monotonic()
+    done = check(
+        target("hangs.py"),
+        *ALPHA_ZERO_AND_HUGE,
+        "--max-examples",
+        "10",
+        "--call-timeout",
+        "2",
+        "-j",
+        "1",
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert re.search(r"alpha-zero-uniform +identities +TIMEOUT", done.stdout)
+    assert re.search(r"huge-alpha-concentration +numerics +ok", done.stdout)
+    assert "still running after 2 s (--call-timeout)" in done.stdout
+    assert "config_1 = ReconstructionLossConfig(" in done.stdout  # the input of that call
+    assert time.monotonic() - start < 120
+
+
+def _descendants(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        children = (task / "children").read_text().split()
+        for child in map(int, children):
+            found |= {child} | _descendants(child)
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+def test_workers_die_with_the_checking_process(tmp_path: Path, how: signal.Signals) -> None:
+    marker = tmp_path / "hanging"
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "properties.cli",
+            "check",
+            target("hangs.py"),
+            "-j",
+            "2",
+            *ALPHA_ZERO_AND_HUGE,
+            "--call-timeout",
+            "600",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "HANG_MARKER": str(marker)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert marker.exists(), "the hanging call never started"
+        workers = _descendants(parent.pid)
+        assert workers
+        parent.send_signal(how)
+        parent.wait(30)
+        deadline = time.monotonic() + 30
+        while any(Path(f"/proc/{pid}").exists() for pid in workers):
+            assert time.monotonic() < deadline, f"workers outlived their parent: {workers}"
+            time.sleep(0.2)
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ("--max-examples", "0"),
+        ("--max-examples", "many"),
+        ("--device", "nonsense"),
+        ("--device", "meta"),
+        ("--max-loss", "1e400"),
+        ("--max-loss", "-1"),
+        ("--max-loss", "1e5"),
+        ("--max-alpha", "0"),
+        ("--dtypes", "float8"),
+        ("--dtypes", ""),
+        ("--seed", "-1"),
+        ("--call-timeout", "0"),
+        ("--call-timeout", "inf"),
+        ("-j", "0"),
+        ("--profile", "fast"),
+    ],
+)
+def test_a_bad_option_is_a_usage_error_before_anything_runs(options: tuple[str, str]) -> None:
+    done = check(*options, "-i", "kappa-bounds")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "error: argument" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+@pytest.mark.skipif(
+    __import__("torch").cuda.is_available(), reason="checks the message of a CUDA-less machine"
+)
+def test_a_device_this_machine_lacks_is_a_usage_error() -> None:
+    done = check("--device", "cuda", "-i", "kappa-bounds")
+    assert done.returncode == 2
+    assert "'cuda' is not available on this machine" in done.stderr
+
+
+def test_output_to_a_closed_pipe_ends_quietly() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "properties.cli", "check", "-i", "contract", "--max-examples", "3"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    first = process.stdout.readline()
+    process.stdout.close()  # as `| head -1` does
+    status = process.wait(300)
+    errors = process.stderr.read().decode()
+    assert first.startswith(b"recon-spec check:")
+    assert status == 2  # the verdict never reached its reader: never 0
+    assert "Traceback" not in errors and "BrokenPipeError" not in errors
 
 
 def test_unknown_invariant_exits_2_and_list_shows_all() -> None:
@@ -85,49 +282,81 @@ def test_unknown_invariant_exits_2_and_list_shows_all() -> None:
     assert "oracle-agreement" in listed.stdout and "(opt-in)" in listed.stdout
 
 
-def test_target_from_the_environment(monkeypatch) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "properties.cli",
-            "check",
-            "-i",
-            "outputs-contract",
-            "--max-examples",
-            "3",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-        env={**__import__("os").environ, "RECON_IMPL": "properties.zoo.wrong:float64_outputs"},
+def test_nothing_to_check_is_not_a_pass() -> None:
+    done = check("-i", "huge-alpha-concentration", "--max-alpha", "10")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "1 not applicable" in done.stdout
+
+
+def test_target_from_the_environment() -> None:
+    done = check(
+        "-i",
+        "outputs-contract",
+        "--max-examples",
+        "3",
+        RECON_IMPL="properties.zoo.wrong:float64_outputs",
     )
     assert done.returncode == 1
     assert "recon-spec check: properties.zoo.wrong:float64_outputs" in done.stdout
 
 
-def test_pytest_plugin_runs_the_catalog_against_a_target() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--pyargs",
-            "properties",
-            "--recon-impl",
-            "properties.zoo.wrong:float64_outputs",
-            "--recon-max-examples",
-            "3",
-            "-k",
-            "outputs-contract or kappa-bounds",
-            "-p",
-            "no:cacheprovider",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
+def _shown_input(report: str) -> str:
+    """The input the first failure section shows (shrunk, or replayed from the database)."""
+    return re.search(r"^(?:minimal )?input \(.*\):\n(.*)$", report, re.M)[1]
+
+
+def test_the_database_replays_a_saved_failure_first(tmp_path: Path) -> None:
+    args = ("properties.zoo.wrong:kappa_ratio_of_means", "-i", "kappa-bounds", "--profile", "dev")
+    first = check(*args, cwd=tmp_path)
+    assert first.returncode == 1, first.stdout + first.stderr
+    saved = list((tmp_path / ".hypothesis" / "examples").rglob("*"))
+    assert any(path.is_file() for path in saved)
+    again = check(*args, cwd=tmp_path)  # a new random seed: only the database repeats it
+    assert again.returncode == 1
+    assert _shown_input(again.stdout) == _shown_input(first.stdout)
+    assert "replayed from the example database" in again.stdout
+    examples = int(re.search(r"kappa-bounds +numerics +FAILED +(\d+)", again.stdout)[1])
+    assert examples == 1  # the saved failure is tried first
+
+
+def test_no_database_writes_nothing_at_all(tmp_path: Path) -> None:
+    done = check(
+        "properties.zoo.wrong:kappa_ratio_of_means",
+        "-i",
+        "kappa-bounds",
+        "--no-database",
+        cwd=tmp_path,
     )
-    assert "recon-spec target: properties.zoo.wrong:float64_outputs" in done.stdout
-    assert "1 failed, 1 passed" in done.stdout, done.stdout[-3000:]
+    assert done.returncode == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_rerun_line_repeats_the_run_exactly(tmp_path: Path) -> None:
+    folder = tmp_path / "a folder with spaces"
+    folder.mkdir()
+    wrong = folder / "wrong.py"
+    wrong.write_text("from properties.zoo.wrong import alpha_ignored as losses\n")
+    done = check(
+        f"{wrong}:losses",
+        "-i",
+        "oracle-agreement",
+        "--max-examples",
+        "15",
+        "--max-loss",
+        "10",
+        "--max-alpha",
+        "5",
+        "--dtypes",
+        "float32,float64",
+        "--no-database",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    line = done.stdout.split("rerun this invariant: ")[1].splitlines()[0]
+    words = shlex.split(line)
+    assert words[:3] == ["recon-spec", "check", f"{wrong}:losses"]
+    for option in ("--max-loss", "--max-alpha", "--dtypes", "--max-examples", "--seed"):
+        assert option in words
+    again = check(*words[2:], cwd=tmp_path)
+    assert again.returncode == 1
+    assert _shown_input(again.stdout) == _shown_input(done.stdout)

@@ -64,14 +64,14 @@ def test_failure_report_has_the_shrunk_input_and_the_expected_values() -> None:
 
 
 def test_diagnosis_stays_silent_for_a_correct_output() -> None:
-    case = EDGE_CASES["empty-row"]
+    case = EDGE_CASES["empty-row"].case
     reference = expected(case).values
     tolerance = output_tolerance(case.dtype, length=2, alpha=1.0)
     assert diagnose(case, dict(reference), reference, tolerance) == []
 
 
 def test_diagnosis_finds_a_total_that_misses_a_term() -> None:
-    case = EDGE_CASES["empty-row"]
+    case = EDGE_CASES["empty-row"].case
     reference = dict(expected(case).values)
     observed = dict(reference)
     cc = "normalized_concentration_corrected_token_weighted_reconstruction_loss"
@@ -84,7 +84,7 @@ def test_diagnosis_finds_a_total_that_misses_a_term() -> None:
 
 
 def test_diagnosis_names_a_non_finite_output_first() -> None:
-    case = EDGE_CASES["all-zero-surprisal-row"]
+    case = EDGE_CASES["all-zero-surprisal-row"].case
     reference = dict(expected(case).values)
     observed = dict(reference, token_concentration_factor=float("nan"))
     tolerance = output_tolerance(case.dtype, length=case.shape[1], alpha=2.0)

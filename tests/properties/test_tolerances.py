@@ -47,7 +47,7 @@ def test_the_allowance_stays_far_below_every_drawn_output(case: LossCase) -> Non
 
 
 def test_amplification_bounds_each_share_weighted_output() -> None:
-    case = EDGE_CASES["tail-share-float32"]
+    case = EDGE_CASES["tail-share-float32"].case
     cfg = case.config
     # S_l = 1 (one kept row, |l| sums to 1), S_b = 24.5, T = 5
     inverse_scale = 1 + 1 / cfg.zfree_reference_scale
@@ -57,7 +57,7 @@ def test_amplification_bounds_each_share_weighted_output() -> None:
 
 
 def test_subnormal_shares_are_allowed_their_absolute_error_only() -> None:
-    case = EDGE_CASES["subnormal-tail-shares"]
+    case = EDGE_CASES["subnormal-tail-shares"].case
     exact = expected(case).values[R_TOK]
     assert 0 < exact < torch.finfo(torch.float32).smallest_normal  # a subnormal output
     tolerance = case_tolerance(case)
@@ -75,7 +75,7 @@ def test_subnormal_shares_are_allowed_their_absolute_error_only() -> None:
 
 
 def test_gradient_allowance_is_one_rounding_to_the_input_dtype_below_its_normals() -> None:
-    case = EDGE_CASES["subnormal-float16-gradient"]
+    case = EDGE_CASES["subnormal-float16-gradient"].case
     tolerance = gradient_tolerance(torch.float16, length=7, alpha=1.0)
     assert tolerance.atol == underflow_unit(torch.float16) < 3e-8
     token_nll, zfree, mask = case.tensors(requires_grad=True)

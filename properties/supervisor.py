@@ -1,0 +1,280 @@
+"""Runs invariants in worker processes, so that the verdict survives the target.
+
+The target runs only in workers (``properties/worker.py``), also with one job. A worker
+that dies (an exit, a signal, a segfault) costs the invariant it was running, reported as
+*crashed* with the exit status and the input of the call it died in, written as the usual
+reproduction script; a call that runs past ``call_timeout`` kills its worker and is
+reported as *timed out*, the same way. Either way a fresh worker takes the remaining
+invariants. Workers never outlive the supervisor: they die with it (``worker._die_with``),
+and ``close`` ends them.
+
+A target that cannot be loaded, or raises (or dies, or hangs) on a plain valid input, cannot
+be checked at all: ``run`` raises ``TargetUnusable``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import signal
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from properties.options import DEFAULT_CALL_TIMEOUT
+from properties.reproduction import render
+from properties.runner import BOUNDED_SHRINK_CALLS, Failure, InvariantResult
+from properties.target import Call
+from properties.worker import WorkRequest, main
+
+#: how long a worker may take to start, load the target and make its first call
+LOAD_TIMEOUT_FLOOR = 120.0
+
+
+class TargetUnusable(Exception):
+    """The target cannot be checked: it does not load, or fails on a plain valid input."""
+
+
+def exit_description(exitcode: int | None) -> str:
+    """``exit code 7`` or ``killed by signal SIGSEGV``, for an ended worker."""
+    if exitcode is None:
+        return "ended without an exit status"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = str(-exitcode)
+        return f"killed by signal {name}"
+    return f"exit code {exitcode}"
+
+
+@dataclass
+class _Worker:
+    process: Any
+    connection: Connection
+    lifeline: Connection
+    started: float
+    ready: bool = False
+    request: WorkRequest | None = None
+    request_started: float = 0.0
+    examples: int = 0
+    calls: list[Call] = field(default_factory=list)
+    call_started: float | None = None
+
+
+class Supervisor:
+    """Worker processes for one target; ``run`` yields results as invariants finish."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        plain_input: Any,
+        statement_of: Any,
+        jobs: int = 1,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        environment: dict[str, str] | None = None,
+        threads: int = 1,
+    ) -> None:
+        self.target = target
+        self.plain_input = plain_input
+        self.statement_of = statement_of  # invariant id -> its statement (for reports)
+        self.jobs = max(1, jobs)
+        self.call_timeout = call_timeout
+        self.environment = dict(environment or {})
+        self.threads = threads
+        self.workers: list[_Worker] = []
+        self.failure_seen = False
+        self._context = multiprocessing.get_context("spawn")
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def _start_worker(self) -> _Worker:
+        ours, theirs = self._context.Pipe()
+        watch, lifeline = self._context.Pipe(duplex=False)
+        process = self._context.Process(
+            target=main,
+            args=(theirs, watch, self.target, self.plain_input, self.environment, self.threads),
+            name="recon-spec-worker",
+            daemon=True,
+        )
+        process.start()
+        theirs.close()
+        watch.close()
+        worker = _Worker(process, ours, lifeline, time.monotonic())
+        self.workers.append(worker)
+        return worker
+
+    def _end(self, worker: _Worker) -> None:
+        if worker in self.workers:
+            self.workers.remove(worker)
+        if worker.process.is_alive():
+            worker.process.kill()
+        worker.process.join(5)
+        for connection in (worker.connection, worker.lifeline):
+            connection.close()
+
+    def close(self) -> None:
+        """Stop every worker (at once: nothing they do is worth waiting for)."""
+        for worker in list(self.workers):
+            with contextlib.suppress(OSError):
+                worker.connection.send(("stop",))
+        deadline = time.monotonic() + 2
+        for worker in list(self.workers):
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+            self._end(worker)
+
+    def __enter__(self) -> Supervisor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- running --------------------------------------------------------------------------
+
+    def run(self, requests: Iterable[WorkRequest]) -> Iterator[InvariantResult]:
+        """Run every request; yield each result as it comes (in completion order)."""
+        pending = deque(requests)
+        busy = lambda: any(w.request is not None for w in self.workers)  # noqa: E731
+        while pending or busy():
+            wanted = min(self.jobs, len(pending) + sum(w.request is not None for w in self.workers))
+            while len(self.workers) < wanted:
+                self._start_worker()
+            for worker in self.workers:
+                if worker.ready and worker.request is None and pending:
+                    self._dispatch(worker, pending.popleft())
+            yield from self._wait_and_handle()
+
+    def _dispatch(self, worker: _Worker, request: WorkRequest) -> None:
+        if self.failure_seen:
+            request = replace(request, shrink_budget=BOUNDED_SHRINK_CALLS)
+        worker.request, worker.request_started = request, time.monotonic()
+        worker.examples, worker.calls, worker.call_started = 0, [], None
+        worker.connection.send(("run", request))
+
+    def _deadline(self, worker: _Worker) -> float:
+        if not worker.ready:
+            return worker.started + max(LOAD_TIMEOUT_FLOOR, self.call_timeout)
+        if worker.call_started is not None:
+            return worker.call_started + self.call_timeout
+        return float("inf")
+
+    def _wait_and_handle(self) -> Iterator[InvariantResult]:
+        now = time.monotonic()
+        timeout = min((self._deadline(w) for w in self.workers), default=now + 1) - now
+        by_handle: dict[Any, _Worker] = {}
+        for worker in self.workers:
+            by_handle[worker.connection] = worker
+            by_handle[worker.process.sentinel] = worker
+        ready = wait(list(by_handle), timeout=min(max(timeout, 0.0), 1.0))
+        handled: set[int] = set()
+        for handle in ready:
+            worker = by_handle[handle]
+            if id(worker) in handled or worker not in self.workers:
+                continue
+            if handle is worker.connection:
+                yield from self._messages(worker)
+            elif not worker.connection.poll():
+                handled.add(id(worker))
+                yield from self._died(worker)
+        now = time.monotonic()
+        for worker in list(self.workers):
+            if self._deadline(worker) <= now:
+                yield from self._timed_out(worker)
+
+    def _messages(self, worker: _Worker) -> Iterator[InvariantResult]:
+        while worker in self.workers and worker.connection.poll():
+            try:
+                message = worker.connection.recv()
+            except (EOFError, OSError):
+                yield from self._died(worker)
+                return
+            kind = message[0]
+            if kind == "ready":
+                worker.ready = True
+            elif kind == "unusable":
+                self.close()
+                raise TargetUnusable(message[1])
+            elif kind == "example":
+                worker.examples += 1
+                worker.calls = []
+            elif kind == "call":
+                worker.calls.append(message[1])
+                worker.call_started = time.monotonic()
+            elif kind == "returned":
+                worker.call_started = None
+            elif kind == "result":
+                result: InvariantResult = message[1]
+                worker.request = None
+                if result.status == "failed":
+                    self._failure_seen()
+                yield result
+
+    def _failure_seen(self) -> None:
+        if self.failure_seen:
+            return
+        self.failure_seen = True
+        for other in self.workers:
+            if other.request is not None:
+                with contextlib.suppress(OSError):
+                    other.connection.send(("bound",))
+
+    def _died(self, worker: _Worker) -> Iterator[InvariantResult]:
+        worker.process.join(5)
+        how = exit_description(worker.process.exitcode)
+        in_call = worker.call_started is not None
+        self._end(worker)
+        if not worker.ready:
+            self.close()
+            raise TargetUnusable(
+                f"the process loading {self.target} and calling it on a plain valid input "
+                f"died ({how})"
+            )
+        if worker.request is None:  # between invariants: nothing of the report is lost
+            return
+        where = "in a call of the target" if in_call else "between calls of the target"
+        yield self._lost(worker, "crashed", f"the target's process died ({how}) {where}", how)
+
+    def _timed_out(self, worker: _Worker) -> Iterator[InvariantResult]:
+        self._end(worker)
+        if not worker.ready:
+            self.close()
+            raise TargetUnusable(
+                f"{self.target} did not load and run on a plain valid input within "
+                f"{max(LOAD_TIMEOUT_FLOOR, self.call_timeout):g} s"
+            )
+        yield self._lost(
+            worker,
+            "timed out",
+            f"a call of the target was still running after {self.call_timeout:g} s "
+            "(--call-timeout); its process was killed",
+            f"still running after {self.call_timeout:g} s: timed out",
+        )
+
+    def _lost(self, worker: _Worker, status: str, message: str, note: str) -> InvariantResult:
+        """The result of an invariant whose worker ended: the input it was on, replayable."""
+        request = worker.request
+        assert request is not None
+        self._failure_seen()
+        calls = worker.calls
+        if calls and worker.call_started is not None:
+            calls[-1].ended = note
+        statement = self.statement_of(request.invariant_id)
+        if calls:
+            message += (
+                f". It happened on input {worker.examples} of this invariant; the "
+                "reproduction below makes that input's calls of the target"
+            )
+        failure = Failure(
+            message=message,
+            minimal_input=repr(calls[-1].case) if calls else "(no call of the target yet)",
+            reproduction=render(self.target, request.invariant_id, statement, calls, message),
+            shrunk=False,
+        )
+        seconds = time.monotonic() - worker.request_started
+        return InvariantResult(
+            request.invariant_id, status, worker.examples, seconds, failure, request.seed
+        )

@@ -1,0 +1,204 @@
+"""The worker process: loads the target, runs invariants on request, reports every call.
+
+The target only ever runs here, never in the process that writes the report: a target that
+exits, segfaults or hangs takes a worker with it, and the supervisor
+(``properties/supervisor.py``) reports that and carries on with a fresh one. The two talk
+over one connection, in tuples whose first element says what they are:
+
+=====================================  ==================================================
+worker -> supervisor                   meaning
+=====================================  ==================================================
+``("ready",)``                         the target loaded and ran on a plain input
+``("unusable", reason)``               it cannot be checked; ``reason`` is for the user
+``("example",)``                       a new input starts (its calls follow)
+``("call", Call)``                     a call of the target starts
+``("returned",)``                      that call returned (or raised)
+``("result", InvariantResult)``        an invariant is done
+supervisor -> worker
+``("run", WorkRequest)``               run one invariant
+``("bound",)``                         another invariant failed: bound shrinking from now
+``("stop",)``                          exit
+=====================================  ==================================================
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from hypothesis import Phase, settings
+
+#: exit status of a worker whose supervisor went away
+ORPHANED = 70
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """What the runner reads of hypothesis settings, as plain values (a profile registered
+    in the supervisor's process, by a user's conftest say, does not exist in a worker)."""
+
+    max_examples: int
+    derandomize: bool
+    phases: tuple[str, ...]
+
+    @classmethod
+    def of(cls, chosen: settings) -> SearchSettings:
+        return cls(chosen.max_examples, chosen.derandomize, tuple(p.name for p in chosen.phases))
+
+    def hypothesis_settings(self) -> settings:
+        from properties.profiles import run_settings
+
+        return run_settings(
+            settings(
+                max_examples=self.max_examples,
+                derandomize=self.derandomize,
+                phases=[Phase[name] for name in self.phases],
+                deadline=None,
+            )
+        )
+
+
+@dataclass(frozen=True)
+class WorkRequest:
+    """One invariant to run (picklable)."""
+
+    invariant_id: str
+    search: SearchSettings
+    seed: int | None
+    domain: Any  # properties.strategies.Domain
+    use_database: bool
+    #: calls left to shrinking a failure (None: unbounded)
+    shrink_budget: int | None = None
+
+
+class _Reporter:
+    """The runner's observer: tells the supervisor about every input and call, and hears
+    whether to bound the shrinking."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.bounded = False
+
+    def example_started(self) -> None:
+        self.connection.send(("example",))
+
+    def call_started(self, call: Any) -> None:
+        self.connection.send(("call", call))
+
+    def call_finished(self) -> None:
+        self.connection.send(("returned",))
+
+    def bound_now(self) -> bool:
+        while not self.bounded and self.connection.poll():
+            message = self.connection.recv()
+            if message[0] == "bound":
+                self.bounded = True
+            elif message[0] == "stop":
+                os._exit(0)
+        return self.bounded
+
+
+def _die_with(lifeline: Connection) -> None:
+    """Exit when the supervisor does, however it ends (even by SIGKILL)."""
+    if sys.platform.startswith("linux"):
+        # PR_SET_PDEATHSIG: the kernel sends SIGKILL when the parent dies
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+
+    def watch() -> None:  # elsewhere (and as a second line): the lifeline's end closes
+        with contextlib.suppress(EOFError, OSError):
+            lifeline.recv()
+        os._exit(ORPHANED)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def main(
+    connection: Connection,
+    lifeline: Connection,
+    target: str,
+    plain_input: Any,
+    environment: dict[str, str],
+    threads: int,
+) -> None:
+    """The worker's life: load, check on a plain input, then run requests until told to stop."""
+    _die_with(lifeline)
+    os.environ.update(environment)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+    os.dup2(2, 1)  # what the target prints goes to stderr: stdout carries the report
+    import torch
+
+    torch.set_num_threads(threads)
+    from properties.runner import run_invariant
+
+    reporter = _Reporter(connection)
+    implementation = _load(connection, reporter, target, plain_input)
+    if implementation is None:
+        return
+    connection.send(("ready",))
+    from properties.invariants import by_id
+
+    while True:
+        message = connection.recv()
+        if message[0] == "stop":
+            return
+        if message[0] == "bound":
+            reporter.bounded = True
+            continue
+        request: WorkRequest = message[1]
+        try:
+            result = run_invariant(
+                by_id(request.invariant_id),
+                implementation,
+                target=target,
+                settings=request.search.hypothesis_settings(),
+                domain=request.domain,
+                seed=request.seed,
+                use_database=request.use_database,
+                shrink_budget=request.shrink_budget,
+                observer=reporter,
+                bound_shrinking=reporter.bound_now,
+            )
+        except Exception:  # the suite's own failure, not the target's
+            result = _suite_error(request, traceback.format_exc())
+        connection.send(("result", result))
+
+
+def _suite_error(request: WorkRequest, trace: str) -> Any:
+    from properties.runner import Failure, InvariantResult
+
+    message = "the suite itself failed while running this invariant (not your target's fault)"
+    failure = Failure(message, "", "", traceback=trace, shrunk=False)
+    return InvariantResult(request.invariant_id, "error", 0, 0.0, failure, request.seed)
+
+
+def _load(connection: Connection, reporter: _Reporter, target: str, case: Any):
+    """The target's callable after one call on ``case``, a plain valid input, or None (and
+    the supervisor told why) when it cannot be checked."""
+    from properties.target import Probe, TargetLoadError, load_target
+
+    try:
+        _, implementation = load_target(target)
+    except TargetLoadError as error:
+        connection.send(("unusable", str(error)))
+        return None
+    try:
+        Probe(implementation, reporter).call_adjusted(case, lambda *tensors: tensors, ())
+    except Exception:
+        connection.send(
+            (
+                "unusable",
+                f"{target} cannot be called as f(token_nll, zfree_token_nll, mask, config) on "
+                f"a plain valid input:\n{traceback.format_exc()}",
+            )
+        )
+        return None
+    return implementation

@@ -105,9 +105,34 @@ def _token_level_ex(x: Batch) -> float:
     return float(x.per_example_mean(per_token).mean())
 
 
-def _batch_normalized_shares(x: Batch) -> float:
-    numerator = np.where(x.m, x.b, 0.0) ** x.alpha * x.m
-    return float((numerator * x.l).sum() / numerator.sum())
+def _batch_normalized_shares(x: Batch) -> np.ndarray:
+    """b^alpha over its sum over the whole batch (``sum(...)`` without ``dim=1``)."""
+    top = x.b[x.m].max() if x.m.any() else 0.0
+    with np.errstate(all="ignore"):
+        numerator = np.where(x.m, (x.b / top if top > 0 else 1.0) ** x.alpha, 0.0)
+    return numerator / numerator.sum()
+
+
+#: mistakes in the shares, each reaching all four share-weighted outputs (below)
+SHARE_MISTAKES: dict[str, Callable[[Batch], np.ndarray]] = {
+    "alpha-ignored (linear shares whatever alpha)": lambda x: x.shares(1.0),
+    "uniform-shares (alpha treated as 0)": lambda x: x.shares(0.0),
+    "shares-from-token_nll (pi built from l, not b)": lambda x: x.shares(values=x.l),
+    "batch-normalized-shares (b^alpha normalized over the whole batch)": (
+        _batch_normalized_shares
+    ),
+}
+
+
+def _share_weighted(x: Batch, shares: np.ndarray) -> dict[str, float]:
+    """R_tok, R_cc, token_weighted_base_loss and kappa with the given shares."""
+    ltok, kappa = x.ltok(shares), x.kappa(shares)
+    return {
+        R_TOK: float(ltok.mean()),
+        R_CC: float((ltok / kappa).mean() / x.c),
+        BTOK: float((shares * x.b).sum(1)[x.kept].mean()),
+        KAPPA: float(kappa.mean()),
+    }
 
 
 #: output name -> {variant name: what that output would be under the mistake}
@@ -139,16 +164,6 @@ VARIANTS: dict[str, dict[str, Variant]] = {
         "token-level-ratio (mean_t l_t / (b_t + eps))": _token_level_ex,
     },
     R_TOK: {
-        "alpha-ignored (linear shares whatever alpha)": lambda x: float(
-            x.ltok(x.shares(1.0)).mean()
-        ),
-        "uniform-shares (alpha treated as 0)": lambda x: float(x.ltok(x.shares(0.0)).mean()),
-        "shares-from-token_nll (pi built from l, not b)": lambda x: float(
-            x.ltok(x.shares(values=x.l)).mean()
-        ),
-        "batch-normalized-shares (b^alpha normalized over the whole batch)": (
-            _batch_normalized_shares
-        ),
         "global-token-mean": lambda x: float(x.l.sum() / x.m.sum()),
     },
     R_CC: {
@@ -163,12 +178,7 @@ VARIANTS: dict[str, dict[str, Variant]] = {
             x.ltok(x.shares()).mean() / x.kappa(x.shares()).mean() / x.c
         ),
     },
-    BTOK: {
-        "uniform-shares (mean bbar)": lambda x: float(x.per_example_mean(x.b).mean()),
-        "alpha-ignored (linear shares)": lambda x: float(
-            ((x.shares(1.0) * x.b).sum(1)[x.kept]).mean()
-        ),
-    },
+    BTOK: {},
     KAPPA: {
         "ratio-of-means (mean btok / mean bbar)": lambda x: float(
             ((x.shares() * x.b).sum(1)[x.kept]).mean() / x.per_example_mean(x.b).mean()
@@ -176,9 +186,13 @@ VARIANTS: dict[str, dict[str, Variant]] = {
         "empty-rows-counted (sum of kappa / B)": lambda x: float(
             x.kappa(x.shares()).sum() / x.m.shape[0]
         ),
-        "alpha-ignored (linear shares)": lambda x: float(x.kappa(x.shares(1.0)).mean()),
     },
 }
+for _mistake, _make in SHARE_MISTAKES.items():
+    for _name in (R_TOK, R_CC, BTOK, KAPPA):
+        VARIANTS[_name][_mistake] = lambda x, make=_make, name=_name: _share_weighted(
+            x, make(x)
+        )[name]
 
 
 def diagnose(

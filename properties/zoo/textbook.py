@@ -47,6 +47,22 @@ MISTAKES: dict[str, str] = {
 _CALLS = [0]  # calls of the nondeterministic-order mistake so far
 
 
+#: mistake -> the known variant (``properties/diagnosis.py``) a report names for it
+DIAGNOSED_AS: dict[str, str] = {
+    "global-token-mean": "global-token-mean",
+    "padding-counted": "padding-counted",
+    "empty-rows-counted": "empty-rows-counted",
+    "alpha-ignored": "alpha-ignored",
+    "epsilon-as-floor": "epsilon-as-floor",
+    "cc-scale-missing": "scale-missing",
+    "shares-from-token-nll": "shares-from-token_nll",
+    "batch-normalized-shares": "batch-normalized-shares",
+    "kappa-ratio-of-means": "ratio-of-means",
+    "diagnostics-empty-rows-counted": "empty-rows-counted",
+    "total-missing-cc": "total without the",
+}
+
+
 def textbook_losses(
     token_nll: Tensor,
     zfree_token_nll: Tensor,

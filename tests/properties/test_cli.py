@@ -306,12 +306,12 @@ def _shown_input(report: str) -> str:
 
 
 def test_the_database_replays_a_saved_failure_first(tmp_path: Path) -> None:
-    args = ("properties.zoo.wrong:kappa_ratio_of_means", "-i", "kappa-bounds", "--profile", "dev")
-    first = check(*args, cwd=tmp_path)
+    args = ("properties.zoo.wrong:kappa_ratio_of_means", "-i", "kappa-bounds")
+    first = check(*args, "--profile", "ci", cwd=tmp_path)
     assert first.returncode == 1, first.stdout + first.stderr
     saved = list((tmp_path / ".hypothesis" / "examples").rglob("*"))
     assert any(path.is_file() for path in saved)
-    again = check(*args, cwd=tmp_path)  # a new random seed: only the database repeats it
+    again = check(*args, "--profile", "dev", cwd=tmp_path)  # random: the database repeats it
     assert again.returncode == 1
     assert _shown_input(again.stdout) == _shown_input(first.stdout)
     assert "replayed from the example database" in again.stdout
@@ -348,6 +348,8 @@ def test_the_rerun_line_repeats_the_run_exactly(tmp_path: Path) -> None:
         "5",
         "--dtypes",
         "float32,float64",
+        "--profile",
+        "ci",
         "--no-database",
         cwd=tmp_path,
     )

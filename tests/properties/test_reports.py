@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import settings
 
 from properties.diagnosis import diagnose
@@ -19,6 +20,7 @@ from properties.profiles import profile_settings
 from properties.runner import run_invariant
 from properties.tolerances import output_tolerance
 from properties.zoo import wrong
+from properties.zoo.textbook import DIAGNOSED_AS
 
 ROOT = Path(__file__).parents[2]
 QUICK = settings(profile_settings("ci"), max_examples=30)
@@ -133,3 +135,13 @@ def test_stop_gradient_reproduction_prints_the_leaking_gradient(tmp_path: Path) 
         for number in re.findall(r"-?\d+\.\d*(?:e[-+]?\d+)?", gradient.split("dtype")[0])
     ]
     assert any(entry != 0.0 for entry in entries), completed.stdout
+
+
+@pytest.mark.parametrize(("mistake", "variant"), sorted(DIAGNOSED_AS.items()))
+def test_the_report_names_the_known_variant_of_each_zoo_mistake(mistake, variant) -> None:
+    implementation = getattr(wrong, mistake.replace("-", "_"))
+    result = run("oracle-agreement", implementation, f"properties.zoo.wrong:{mistake}")
+    assert result.status == "failed", mistake
+    assert any(variant in finding for finding in result.failure.diagnosis), (
+        f"{mistake}: the report does not name {variant!r}: {result.failure.diagnosis}"
+    )

@@ -93,6 +93,10 @@ def invariant_seed(invariant: Invariant, seed: int | None, settings: hypothesis.
     return random.getrandbits(32)
 
 
+class _ShrinkBudgetSpent(BaseException):
+    """Ends a bounded shrink (hypothesis lets a BaseException through, as it must Ctrl-C)."""
+
+
 class _Attempts:
     """The test function hypothesis runs, with what the report needs of its last call."""
 
@@ -110,7 +114,8 @@ class _Attempts:
         self.count = 0
         self.last: tuple[Probe, Any] | None = None
         self.budget: int | None = None  # calls left to a bounded shrink, once it started
-        self.failed: dict[str, tuple[BaseException, Probe, Any]] = {}
+        #: the latest failure of the current hypothesis run: (error, probe, input)
+        self.failed: tuple[BaseException, Probe, Any] | None = None
 
     def start_shrink(self, budget: int | None) -> None:
         self.budget = budget
@@ -120,14 +125,7 @@ class _Attempts:
             self.budget = BOUNDED_SHRINK_CALLS
         if self.budget is not None and self.failed:
             if self.budget <= 0:
-                # No more shrinking: a known failure still fails (hypothesis replays the
-                # smallest one last), anything new passes, so the shrinker stops here.
-                known = self.failed.get(repr(drawn))
-                if known is None:
-                    return
-                error, probe, drawn = known
-                self.last = (probe, drawn)
-                raise error
+                raise _ShrinkBudgetSpent  # the smallest failure so far is the report's
             self.budget -= 1
         self.count += 1
         if self.observer is not None:
@@ -139,7 +137,8 @@ class _Attempts:
         except UnsatisfiedAssumption:
             raise
         except BaseException as error:
-            self.failed[repr(drawn)] = (error, probe, drawn)
+            # the shrinker only tries smaller inputs: the latest failure is the smallest
+            self.failed = (error, probe, drawn)
             raise
 
 
@@ -164,11 +163,18 @@ def _hypothesis_test(
     return settings(test)
 
 
-def _run(test) -> BaseException | None:
+def _run(test, attempts: _Attempts) -> BaseException | None:
+    """Run a hypothesis test; the failure it ends with, or None."""
+    attempts.failed = None
     try:
         test()
     except unittest.SkipTest:  # nothing to run: no edge case, nothing saved
         return None
+    except _ShrinkBudgetSpent:
+        assert attempts.failed is not None
+        error, probe, drawn = attempts.failed
+        attempts.last = (probe, drawn)
+        return error
     except KeyboardInterrupt:
         raise
     except BaseException as error:
@@ -223,7 +229,7 @@ def run_invariant(
         chosen = hypothesis.settings(derandomized, phases=[p for p in wanted if p in phases])
         attempts.start_shrink(shrink_budget)
         values = tuple(named.value for named in examples)
-        return _run(_hypothesis_test(attempts, strategy, chosen, values, used_seed))
+        return _run(_hypothesis_test(attempts, strategy, chosen, values, used_seed), attempts)
 
     error = tried(explicit, search=False)
     failed = _edge_case_of(attempts, explicit) if error is not None else None
@@ -233,7 +239,6 @@ def run_invariant(
     other_edge: tuple[NamedInput, str] | None = None
     if failed is None or failed.name != SAVED:
         edge_error, edge_last = error, attempts.last
-        attempts.failed.clear()
         found = tried((), search=True)
         if found is not None:
             error = found

@@ -118,9 +118,7 @@ SHARE_MISTAKES: dict[str, Callable[[Batch], np.ndarray]] = {
     "alpha-ignored (linear shares whatever alpha)": lambda x: x.shares(1.0),
     "uniform-shares (alpha treated as 0)": lambda x: x.shares(0.0),
     "shares-from-token_nll (pi built from l, not b)": lambda x: x.shares(values=x.l),
-    "batch-normalized-shares (b^alpha normalized over the whole batch)": (
-        _batch_normalized_shares
-    ),
+    "batch-normalized-shares (b^alpha normalized over the whole batch)": (_batch_normalized_shares),
 }
 
 
@@ -190,9 +188,9 @@ VARIANTS: dict[str, dict[str, Variant]] = {
 }
 for _mistake, _make in SHARE_MISTAKES.items():
     for _name in (R_TOK, R_CC, BTOK, KAPPA):
-        VARIANTS[_name][_mistake] = lambda x, make=_make, name=_name: _share_weighted(
-            x, make(x)
-        )[name]
+        VARIANTS[_name][_mistake] = lambda x, make=_make, name=_name: _share_weighted(x, make(x))[
+            name
+        ]
 
 
 def diagnose(

@@ -324,6 +324,8 @@ def test_no_database_writes_nothing_at_all(tmp_path: Path) -> None:
         "properties.zoo.wrong:kappa_ratio_of_means",
         "-i",
         "kappa-bounds",
+        "--profile",
+        "ci",
         "--no-database",
         cwd=tmp_path,
     )

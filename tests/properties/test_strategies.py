@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, find, given, settings
 
 import spec
 from properties.cases import LossCase, round_to
+from properties.invariants.algebra import scaled_surprisals
 from properties.strategies import (
     MIN_POSITIVE_EPSILON,
     MIN_POSITIVE_LOSS,
@@ -151,3 +152,17 @@ def test_domain_narrows_what_is_drawn() -> None:
     assert all(v <= 10.0 for v in valid_values(case, case.token_nll))
     assert domain.admits(case)
     assert not domain.admits(case.with_config(token_weight_alpha=4.0))
+
+
+@SOME
+@given(scaled_surprisals(Domain()))
+def test_scaled_surprisals_stay_inside_the_domain(drawn) -> None:
+    # a b scaled below MIN_POSITIVE_LOSS once failed a correct float64 implementation, whose
+    # b**alpha is only meant for the domain (zfree-scale-invariance, naive_float64_losses)
+    scaled = [
+        drawn.scale * v
+        for row, m in zip(drawn.case.zfree_token_nll, drawn.case.mask, strict=True)
+        for v, ok in zip(row, m, strict=True)
+        if ok
+    ]
+    assert all(v == 0 or MIN_POSITIVE_LOSS <= v <= 1e4 for v in scaled)

@@ -16,6 +16,7 @@ from recon_impl import (
     compute_total_loss,
     reconstruction_losses,
 )
+from tests.impl.test_zfree_reference_scale import guide_examples
 
 L = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 0.0]], dtype=torch.float64)
 B = torch.tensor([[0.5, 1.0, 2.0], [1.0, 3.0, 0.0]], dtype=torch.float64)
@@ -163,3 +164,11 @@ def test_bad_shard_weight(weight, pattern: str) -> None:
 def test_auxiliary_term_names() -> None:
     assert tuple(AUX) == AUXILIARY_TERM_NAMES
     assert (*RECONSTRUCTION_LOSS_NAMES, *AUX, "total_loss") == TOTAL_LOSS_NAMES
+
+
+def test_guide_example_runs() -> None:
+    blocks = guide_examples("The total loss and its auxiliary terms")
+    assert blocks
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "docs/GUIDE.md", "exec"), namespace)

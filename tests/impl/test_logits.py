@@ -97,13 +97,13 @@ def test_half_precision_gradient(dtype: torch.dtype) -> None:
 def test_half_precision_blocks_give_the_same_result(monkeypatch, dtype: torch.dtype) -> None:
     logits, labels = sample(dtype, batch=4, length=5, vocab=7)
     whole, _ = token_nll_from_logits(logits, labels)
-    monkeypatch.setattr(logits_module, "_BLOCK_ELEMENTS", 3 * 7)  # 3 rows a block, 20 rows
+    monkeypatch.setattr(logits_module, "_CPU_BLOCK_ELEMENTS", 3 * 7)  # 3 rows a block, 20 rows
     leaf = logits.clone().requires_grad_(True)
     blocked, _ = token_nll_from_logits(leaf, labels)
     assert torch.equal(blocked, whole)
     blocked.sum().backward()
     unblocked = logits.clone().requires_grad_(True)
-    monkeypatch.setattr(logits_module, "_BLOCK_ELEMENTS", 1 << 20)
+    monkeypatch.setattr(logits_module, "_CPU_BLOCK_ELEMENTS", 1 << 20)
     token_nll_from_logits(unblocked, labels)[0].sum().backward()
     assert torch.equal(leaf.grad, unblocked.grad)
 

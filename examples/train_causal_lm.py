@@ -27,6 +27,8 @@ Python (the lines of the source of the standard library's ``textwrap`` module).
 The reconstruction weights come from the trainer flags of ``add_reconstruction_loss_arguments``
 (``--help`` lists them); ``--beta`` weighs the KL. Dropout is off, so that the example's
 runs with different splits into micro-batches and ranks can be compared value for value.
+Torch runs one thread (``--threads``): for models this small, more threads mostly wait on
+each other.
 """
 
 from __future__ import annotations
@@ -78,8 +80,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--micro-batches", type=int, default=2, help="per rank and step")
     parser.add_argument("--seq-len", type=int, default=64, help="bytes per example, at most")
     parser.add_argument("--latent-codes", type=int, default=4, help="K, the values of z")
-    # kl is per sequence, the reconstruction terms per token: beta = 1 / (tokens per
-    # example), about 1/46 here, is the evidence lower bound per token.
+    # kl is per sequence, the reconstruction terms per token: beta = 1 / (targets per
+    # example), about 1/43 here, is the evidence lower bound per token.
     parser.add_argument("--beta", type=float, default=0.02, help="weight on kl")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--reference-steps", type=int, default=60)

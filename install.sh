@@ -1,6 +1,9 @@
 #!/bin/sh
 # Installs recon-spec, with its test tools, into the current Python environment.
 #
+# EXTRAS (default: test) names the optional dependencies: EXTRAS=test,examples adds
+# transformers, which examples/train_causal_lm.py and its tests need (CI installs it).
+#
 # torch: an installed torch (>= 2.4) is kept as it is. Where none is installed, the CPU
 # build of torch 2.13.0 is installed first, so that pip never resolves `torch>=2.4` to a
 # multi-GB CUDA build. Set TORCH_INDEX_URL (for example
@@ -8,6 +11,7 @@
 set -eu
 cd "$(dirname "$0")"
 PYTHON=${PYTHON:-python}
+EXTRAS=${EXTRAS:-test}
 
 if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
     if [ -n "${TORCH_INDEX_URL:-}" ]; then
@@ -16,7 +20,7 @@ if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
         "$PYTHON" -m pip install "torch==2.13.0"
     fi
 fi
-"$PYTHON" -m pip install --quiet -e ".[test]"
+"$PYTHON" -m pip install --quiet -e ".[$EXTRAS]"
 
 # pyenv only sees new console scripts (recon-spec) after a rehash.
 if command -v pyenv >/dev/null 2>&1; then

@@ -25,6 +25,11 @@ Sections:
     and of the z-free logits (without grad), then the stack and backward; over the same two
     cross-entropy passes alone (with the plain masked mean as the loss to backward through),
     in time and in peak memory.
+``half-logits``
+    B = 4, T = 512, V = 32000, bfloat16 logits (with grad), forward + backward of the
+    per-token losses: ``token_nll_from_logits`` (float32 losses) beside ``F.cross_entropy``
+    on the bfloat16 logits outside autocast (bfloat16 losses) and under CPU autocast (which
+    casts the logits to float32 first: float32 losses), in time and in peak memory.
 ``conformance``
     Examples per second of the conformance run (every default invariant of ``properties``
     against the bundled implementation, in this process, ``--conformance-examples`` each),
@@ -52,6 +57,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -66,6 +72,7 @@ ALPHAS = (0.0, 0.5, 1.0, 2.0)
 STACK_TARGET = {0.0: 2.5, 1.0: 2.5}  # other alphas: 3.0
 LOGITS_TIME_TARGET = 1.05
 LOGITS_MEMORY_TARGET = 1.1
+HALF_LOGITS_MEMORY_TARGET = 1.0  # no more than cross-entropy of the bfloat16 logits
 
 
 def machine_description() -> str:
@@ -290,6 +297,63 @@ def logits_section(device: torch.device, rounds: int) -> bool:
     return time_ok and memory_ok
 
 
+def half_logits_section(device: torch.device, rounds: int) -> bool:
+    batch, length, vocab = 4, 512, 32000
+    generator = torch.Generator().manual_seed(1)
+    logits = torch.randn(batch, length, vocab, generator=generator).to(device, torch.bfloat16)
+    targets = torch.randint(0, vocab, (batch, length), generator=generator)
+    lengths = torch.randint(length // 2, length + 1, (batch,), generator=generator)
+    targets[torch.arange(length)[None, :] >= lengths[:, None]] = -100
+    targets = targets.to(device)
+
+    def cross_entropy(autocast: bool) -> Callable[[], None]:
+        def run() -> None:
+            leaf = logits.detach().requires_grad_()
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+                token_nll = F.cross_entropy(
+                    leaf.view(-1, vocab), targets.view(-1), reduction="none"
+                )
+            token_nll.sum().backward()
+
+        return run
+
+    def ours() -> None:
+        leaf = logits.detach().requires_grad_()
+        token_nll, _ = token_nll_from_logits(leaf, targets)
+        token_nll.sum().backward()
+
+    candidates = {
+        "cross-entropy, bfloat16": cross_entropy(False),
+        "cross-entropy under autocast": cross_entropy(True),
+        "token_nll_from_logits": ours,
+    }
+    times = interleaved(candidates, rounds=rounds, calls=1, device=device)
+    memory = {name: peak_memory(fn, device) for name, fn in candidates.items()}
+    baseline = "cross-entropy, bfloat16"
+    memory_ratio = memory["token_nll_from_logits"] / memory[baseline]
+    memory_ok = memory_ratio <= HALF_LOGITS_MEMORY_TARGET
+    print(
+        f"\n## bfloat16 logits: B={batch}, T={length}, V={vocab} "
+        f"(the logits: {logits.numel() * 2 / 2**20:.1f} MiB); forward + backward"
+    )
+    print()
+    print("| | losses | time | over cross-entropy, bfloat16 | peak memory | ratio |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    dtypes = {baseline: "bfloat16", "cross-entropy under autocast": "float32"}
+    for name in candidates:
+        print(
+            f"| {name} | {dtypes.get(name, 'float32')} | {microseconds(times[name])} | "
+            f"{median_ratio(times, name, baseline):.2f}x | {memory[name] / 2**20:.1f} MiB | "
+            f"{memory[name] / memory[baseline]:.3f}x |"
+        )
+    print(
+        f"\npeak memory of token_nll_from_logits over cross-entropy, bfloat16: "
+        f"{memory_ratio:.3f}x (<= {HALF_LOGITS_MEMORY_TARGET}x "
+        f"{'met' if memory_ok else 'MISSED'})"
+    )
+    return memory_ok
+
+
 def conformance_section(max_examples: int) -> None:
     """Examples per second of the conformance run: every default invariant of
     ``properties`` against the bundled implementation, in this process, one after another,
@@ -339,7 +403,10 @@ def conformance_section(max_examples: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--only", choices=("stack", "logits", "conformance"), action="append", default=None
+        "--only",
+        choices=("stack", "logits", "half-logits", "conformance"),
+        action="append",
+        default=None,
     )
     parser.add_argument("--rounds", type=int, default=15, help="rounds of the stack section")
     parser.add_argument("--logits-rounds", type=int, default=9)
@@ -349,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
-    sections = args.only or ["stack", "logits", "conformance"]
+    sections = args.only or ["stack", "logits", "half-logits", "conformance"]
 
     print(f"# recon-spec benchmarks on {device}")
     print(machine_description())
@@ -358,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
         met &= stack_section(device, args.rounds)
     if "logits" in sections:
         met &= logits_section(device, args.logits_rounds)
+    if "half-logits" in sections:
+        met &= half_logits_section(device, args.logits_rounds)
     if "conformance" in sections:
         conformance_section(args.conformance_examples)
     print(f"\ntargets: {'all met' if met else 'NOT all met'}")

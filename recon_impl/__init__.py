@@ -7,7 +7,10 @@ Where things are:
   (and the plain formulation ``torch.compile`` traces)
 * ``fused.py`` — the fused eager path: one autograd node, a few passes over the data
 * ``total_loss.py`` — ``compute_total_loss``: reconstruction plus the auxiliary terms
-* ``logits.py`` — ``token_nll_from_logits``
+  (``TOTAL_LOSS_NAMES``, ``AUXILIARY_TERM_NAMES``)
+* ``training_step.py`` — ``TrainingStep``: one optimizer step over micro-batches and ranks
+  through ``compute_total_loss``, exactly, with one logged dict of floats
+* ``logits.py`` — ``token_nll_from_logits`` (with the causal-LM shift, float32 losses)
 * ``trainer_flags.py`` — the trainer's command-line flags
 * ``validation.py`` — the input checks (MATH.md, "Errors")
 * ``zfree_reference_scale.py`` — ``estimate_zfree_reference_scale``: c measured from data
@@ -30,20 +33,24 @@ from recon_impl.reconstruction import (
     ReconstructionLosses,
     reconstruction_losses,
 )
-from recon_impl.total_loss import compute_total_loss
+from recon_impl.total_loss import AUXILIARY_TERM_NAMES, TOTAL_LOSS_NAMES, compute_total_loss
 from recon_impl.trainer_flags import (
     add_reconstruction_loss_arguments,
     reconstruction_loss_config_from_args,
 )
+from recon_impl.training_step import TrainingStep
 from recon_impl.zfree_reference_scale import estimate_zfree_reference_scale
 
 __all__ = [
+    "AUXILIARY_TERM_NAMES",
     "DIAGNOSTIC_NAMES",
     "RECONSTRUCTION_LOSS_NAMES",
     "RECONSTRUCTION_TERM_NAMES",
+    "TOTAL_LOSS_NAMES",
     "DisentanglementLossConfig",
     "ReconstructionLossConfig",
     "ReconstructionLosses",
+    "TrainingStep",
     "add_reconstruction_loss_arguments",
     "compute_total_loss",
     "estimate_zfree_reference_scale",

@@ -106,7 +106,53 @@ class ReconstructionLossConfig:
 class DisentanglementLossConfig:
     """Weights of every term of the total loss; see ``compute_total_loss``.
 
-    ``router_support_weight`` counts only when ``enable_router_support_loss`` is true.
+    ``total_loss = J + beta * kl + [enable_router_support_loss] * router_support_weight *
+    router_support + posterior_entropy_weight * posterior_entropy + ...``, one weight per
+    auxiliary term, with J the ``total_reconstruction_loss`` of ``reconstruction``.
+
+    The auxiliary terms are computed by the model and passed to ``compute_total_loss`` as
+    0-dim tensors; this package only weighs them, and what each one measures is the
+    model's (the descriptions below say what the names stand for). A term whose weight is
+    non-zero must be passed; a zero-weight term may be left out, and is logged but not added
+    when passed. Weights are >= 0, so a term the model wants to *increase* (an entropy
+    bonus, say) is passed with its sign flipped.
+
+    Args:
+        reconstruction: the ``ReconstructionLossConfig`` of the five reconstruction terms
+            (their weights, alpha, epsilon and the z-free reference scale c); their
+            weighted sum is ``total_reconstruction_loss`` (J).
+        beta: weight on ``kl``, the KL divergence of the latent posterior q(z | x) from the
+            prior p(z) (beta = 1: the plain evidence lower bound; beta != 1: a beta-VAE).
+        router_support_weight: weight on ``router_support``. In a model with a *router*,
+            the part that gives each example a distribution over latent components (or
+            codes, or experts), ``router_support`` is the model's loss on the support of
+            that distribution: which components receive probability mass. Counts only
+            when ``enable_router_support_loss`` is true.
+        posterior_entropy_weight: weight on ``posterior_entropy``, the model's term on the
+            entropy of its posterior over z.
+        posterior_variance_weight: weight on ``posterior_variance``, the model's term on
+            the variance of its posterior over z.
+        router_marginal_kl_to_prior_weight: weight on ``router_marginal_kl_to_prior``, the
+            KL divergence of the router's marginal distribution over components (its
+            per-example distributions averaged over the batch) from a prior over them.
+        router_supervision_weight: weight on ``router_supervision``, a supervised loss on
+            the router's choice where the right component is known.
+        enable_router_support_loss: the switch of ``router_support``: when False, its
+            weight is 0 whatever ``router_support_weight`` says, and the term may be left
+            out.
+        inter_latent_divergence_weight: weight on ``inter_latent_divergence``, the model's
+            divergence between its latent components (their posteriors, say).
+
+    The defaults are the design's: ``beta = 1`` and ``router_support_weight = 1`` with
+    ``enable_router_support_loss = True``. A model without a router (a plain VAE) must
+    therefore switch router support off, ``enable_router_support_loss=False`` (or
+    ``router_support_weight=0.0``); otherwise ``compute_total_loss`` raises
+    ``ValueError: router_support must be given: its weight is 1.0``.
+
+    Example:
+        >>> cfg = DisentanglementLossConfig(beta=0.5, enable_router_support_loss=False)
+        >>> cfg.to_dict()["reconstruction"]["raw_weight"], cfg.router_support_weight
+        (1.0, 1.0)
     """
 
     reconstruction: ReconstructionLossConfig = field(default_factory=ReconstructionLossConfig)

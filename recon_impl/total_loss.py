@@ -2,10 +2,55 @@
 
 from __future__ import annotations
 
+import math
+from numbers import Real
+
+import torch
 from torch import Tensor
 
+from recon_impl.batch_decomposition import kept_example_count, weighted_shard_losses
 from recon_impl.config import DisentanglementLossConfig
-from recon_impl.reconstruction import reconstruction_losses
+from recon_impl.reconstruction import RECONSTRUCTION_LOSS_NAMES, reconstruction_losses
+
+__all__ = [
+    "AUXILIARY_TERM_NAMES",
+    "TOTAL_LOSS_NAMES",
+    "auxiliary_term_weights",
+    "compute_total_loss",
+]
+
+# The auxiliary terms, in the order of their weights in DisentanglementLossConfig.
+AUXILIARY_TERM_NAMES: tuple[str, ...] = (
+    "kl",
+    "router_support",
+    "posterior_entropy",
+    "posterior_variance",
+    "router_marginal_kl_to_prior",
+    "router_supervision",
+    "inter_latent_divergence",
+)
+# Everything compute_total_loss can return: the eight, the auxiliary terms, the total.
+TOTAL_LOSS_NAMES: tuple[str, ...] = (
+    *RECONSTRUCTION_LOSS_NAMES,
+    *AUXILIARY_TERM_NAMES,
+    "total_loss",
+)
+
+
+def auxiliary_term_weights(config: DisentanglementLossConfig) -> dict[str, float]:
+    """The weight each auxiliary term enters ``total_loss`` with (``router_support``'s is 0
+    unless ``enable_router_support_loss``)."""
+    return {
+        "kl": config.beta,
+        "router_support": (
+            config.router_support_weight if config.enable_router_support_loss else 0.0
+        ),
+        "posterior_entropy": config.posterior_entropy_weight,
+        "posterior_variance": config.posterior_variance_weight,
+        "router_marginal_kl_to_prior": config.router_marginal_kl_to_prior_weight,
+        "router_supervision": config.router_supervision_weight,
+        "inter_latent_divergence": config.inter_latent_divergence_weight,
+    }
 
 
 def compute_total_loss(
@@ -21,6 +66,7 @@ def compute_total_loss(
     router_marginal_kl_to_prior: Tensor | None = None,
     router_supervision: Tensor | None = None,
     inter_latent_divergence: Tensor | None = None,
+    weight: float | None = None,
     validate: bool = True,
 ) -> dict[str, Tensor]:
     r"""All loss scalars of one training step, and their weighted sum ``total_loss``.
@@ -39,19 +85,37 @@ def compute_total_loss(
     weight is non-zero must be given (0-dim tensor); a zero-weight term may be omitted, and
     when given it is returned for logging but not added.
 
+    **One shard of a batch** (``weight`` given): the call is one micro-batch of gradient
+    accumulation or one rank's share of a data-parallel batch, with the shard weight
+    :math:`w_k = B'_k / \sum_j B'_j` of ``shard_weights``. Every returned entry, the
+    auxiliary terms and ``total_loss`` included, is multiplied by :math:`w_k`, so that
+    the entries summed over the shards are the union's values and backpropagating every
+    shard's ``total_loss`` gives the union's gradient (MATH.md, "Batch decomposition").
+    That holds for an auxiliary term when it is, like the reconstruction terms, a mean
+    over the shard's kept examples (see GUIDE.md for terms averaged over other
+    populations). A shard without a valid token (weight 0) contributes exactly nothing:
+    every entry is 0, the auxiliary terms' values are not read (they may be NaN), and
+    ``total_loss`` is a zero still connected to ``token_nll`` and to every auxiliary term
+    given (gradient 0), so that a data-parallel rank holding only padding runs the same
+    backward pass as its peers. Without ``weight``, such a batch is a ``ValueError``.
+
     Returns:
         a dict with the eight reconstruction entries, every auxiliary term given, and
-        ``total_loss``.
+        ``total_loss`` (in ``TOTAL_LOSS_NAMES`` order).
 
     Example:
         >>> import torch
         >>> from recon_impl import DisentanglementLossConfig
         >>> l = torch.tensor([[1.0, 2.0]]); b = torch.tensor([[1.0, 1.0]])
-        >>> out = compute_total_loss(l, b, torch.ones(1, 2, dtype=torch.bool),
-        ...     DisentanglementLossConfig(enable_router_support_loss=False),
+        >>> config = DisentanglementLossConfig(enable_router_support_loss=False)
+        >>> out = compute_total_loss(l, b, torch.ones(1, 2, dtype=torch.bool), config,
         ...     kl=torch.tensor(0.25))
         >>> float(out["total_loss"])
         1.75
+        >>> empty = compute_total_loss(l, b, torch.zeros(1, 2, dtype=torch.bool), config,
+        ...     kl=torch.tensor(float("nan")), weight=0.0)
+        >>> float(empty["total_loss"]), float(empty["kl"])
+        (0.0, 0.0)
     """
     if not isinstance(config, DisentanglementLossConfig):
         raise ValueError(f"config must be a DisentanglementLossConfig, got {type(config).__name__}")
@@ -68,33 +132,45 @@ def compute_total_loss(
         if term is not None and (not isinstance(term, Tensor) or term.dim() != 0):
             shape = tuple(term.shape) if isinstance(term, Tensor) else type(term).__name__
             raise ValueError(f"{name} must be a 0-dim tensor, got {shape}")
-
-    def weighted(weight: float, name: str) -> Tensor | float:
-        if weight == 0:
-            return 0.0
-        term = auxiliary_terms[name]
-        if term is None:
+    weights = auxiliary_term_weights(config)
+    for name, term_weight in weights.items():
+        if term_weight != 0 and auxiliary_terms[name] is None:
             raise ValueError(
-                f"{name} must be given: its weight is {weight} (set the weight to 0 to "
+                f"{name} must be given: its weight is {term_weight} (set the weight to 0 to "
                 "leave the term out)"
             )
-        return weight * term
-
-    reconstruction = reconstruction_losses(
-        token_nll, zfree_token_nll, mask, config.reconstruction, validate=validate
-    )
-    router_support_weight = (
-        config.router_support_weight if config.enable_router_support_loss else 0.0
-    )
-    total_loss = (
-        reconstruction.total_reconstruction_loss
-        + weighted(config.beta, "kl")
-        + weighted(router_support_weight, "router_support")
-        + weighted(config.posterior_entropy_weight, "posterior_entropy")
-        + weighted(config.posterior_variance_weight, "posterior_variance")
-        + weighted(config.router_marginal_kl_to_prior_weight, "router_marginal_kl_to_prior")
-        + weighted(config.router_supervision_weight, "router_supervision")
-        + weighted(config.inter_latent_divergence_weight, "inter_latent_divergence")
-    )
     given = {name: term for name, term in auxiliary_terms.items() if term is not None}
-    return {**reconstruction, **given, "total_loss": total_loss}
+
+    if weight is None:
+        reconstruction = dict(
+            reconstruction_losses(
+                token_nll, zfree_token_nll, mask, config.reconstruction, validate=validate
+            )
+        )
+        total_loss = reconstruction["total_reconstruction_loss"]
+        for name, term in given.items():
+            if weights[name] != 0:
+                total_loss = total_loss + weights[name] * term
+        return {**reconstruction, **given, "total_loss": total_loss}
+
+    if isinstance(weight, bool) or not isinstance(weight, Real) or not math.isfinite(weight):
+        raise ValueError(f"weight must be a finite real number, got {weight!r}")
+    if weight < 0:
+        raise ValueError(f"weight must be >= 0, got {weight!r}")
+    reconstruction = weighted_shard_losses(
+        token_nll, zfree_token_nll, mask, config.reconstruction, weight=weight, validate=validate
+    )
+    total_loss = reconstruction["total_reconstruction_loss"]
+    if kept_example_count(mask) == 0:
+        # torch.where, not a product with 0: a NaN term (a mean over no example) stays out,
+        # and its gradient is 0, not NaN.
+        nothing = torch.zeros((), dtype=torch.bool, device=total_loss.device)
+        weighted = {name: torch.where(nothing, term, 0.0) for name, term in given.items()}
+        for term in weighted.values():
+            total_loss = total_loss + term
+        return {**reconstruction, **weighted, "total_loss": total_loss}
+    weighted = {name: weight * term for name, term in given.items()}
+    for name, term in weighted.items():
+        if weights[name] != 0:
+            total_loss = total_loss + weights[name] * term
+    return {**reconstruction, **weighted, "total_loss": total_loss}

@@ -1,7 +1,8 @@
 r"""The dataset-level z-free reference scale c, measured from data.
 
-``zfree_reference_scale`` (c) has no trainer flag: it is the mean per-example z-free loss
-over the training data,
+``zfree_reference_scale`` (c) is measured, not chosen (its trainer flag,
+``--zfree-reference-scale``, passes the measured value): it is the mean per-example z-free
+loss over the training data,
 
 .. math::
 

@@ -2,9 +2,11 @@
 
 One test spawns two ranks (``multiprocessing`` "spawn", rendezvous through a file in
 ``tmp_path``); each rank estimates c from its own shard of batches and trains a DDP model on
-its own micro-batches, and writes what it saw to a file; the parent compares every rank
-with a single process that holds the union. A rank that hangs in a collective fails the
-test after ``TIMEOUT_S`` instead of blocking CI.
+its own micro-batches (once with ``weighted_shard_losses`` by hand, once with
+``TrainingStep`` through ``compute_total_loss`` with every auxiliary term), and writes what
+it saw to a file; the parent compares every rank with a single process that holds the
+union. A rank that hangs in a collective fails the test after ``TIMEOUT_S`` instead of
+blocking CI.
 """
 
 from __future__ import annotations
@@ -27,8 +29,13 @@ import torch.multiprocessing as mp
 
 from properties.tolerances import output_tolerance
 from recon_impl import (
+    AUXILIARY_TERM_NAMES,
     RECONSTRUCTION_LOSS_NAMES,
+    TOTAL_LOSS_NAMES,
+    DisentanglementLossConfig,
     ReconstructionLossConfig,
+    TrainingStep,
+    compute_total_loss,
     estimate_zfree_reference_scale,
     kept_example_count,
     reconstruction_losses,
@@ -294,18 +301,131 @@ def check_ddp(results: list[list[dict[str, Any]]]) -> None:
     assert results[1][1]["weights"] == [0.0]  # a rank of padding only took part with weight 0
 
 
-# --- the two ranks, spawned once for both -------------------------------------------------
+# --- data parallel training through compute_total_loss: TrainingStep ----------------------
+
+TOTAL_CONFIG = DisentanglementLossConfig(
+    reconstruction=CONFIG,
+    beta=0.5,
+    router_support_weight=0.25,
+    posterior_entropy_weight=0.125,
+    posterior_variance_weight=0.75,
+    router_marginal_kl_to_prior_weight=1.5,
+    router_supervision_weight=2.0,
+    inter_latent_divergence_weight=0.375,
+)
+
+
+class LatentTokenLossModel(TokenLossModel):
+    """TokenLossModel, plus auxiliary term j of example i = exp(a_j) f_ij, averaged over the
+    micro-batch's kept examples (NaN for a micro-batch without one; gradient 0 there)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.aux_log_scale = torch.nn.Parameter(
+            torch.linspace(-0.5, 0.5, len(AUXILIARY_TERM_NAMES), dtype=torch.float64)
+        )
+
+    def forward(self, x, y, features, mask):
+        kept = mask.any(dim=1)
+        terms = (features[kept] * self.aux_log_scale.exp()).mean(dim=0)
+        return super().forward(x, y), dict(zip(AUXILIARY_TERM_NAMES, terms.unbind(), strict=True))
+
+
+def features_of(batch) -> torch.Tensor:
+    """Per-example auxiliary features of a micro-batch, drawn from its values."""
+    x, _, _, mask = batch
+    seed = int(x.nansum().item() * 1000) + mask.shape[0]
+    generator = torch.Generator().manual_seed(seed)
+    return torch.rand(mask.shape[0], len(AUXILIARY_TERM_NAMES), generator=generator).double()
+
+
+def _training_step_worker(rank: int) -> list[dict[str, Any]]:
+    model = torch.nn.parallel.DistributedDataParallel(LatentTokenLossModel())
+    out = []
+    for step_batches in ddp_steps():
+        model.zero_grad(set_to_none=True)
+        micro_batches = step_batches[rank]
+        step = TrainingStep(TOTAL_CONFIG, [kept_example_count(mask) for *_, mask in micro_batches])
+        for batch in micro_batches:
+            x, y, b, mask = batch
+            with step.gradient_sync(model):
+                token_nll, aux = model(x, y, features_of(batch), mask)
+                step.backward(token_nll, b, mask, **aux)
+        out.append(
+            {
+                "weights": step.weights,
+                "gradients": {
+                    n: p.grad.flatten().tolist() for n, p in model.module.named_parameters()
+                },
+                "logged": step.log(prefix="train/"),
+            }
+        )
+    return out
+
+
+def full_batch_total(step) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """compute_total_loss of one process on the union of every rank's micro-batches."""
+    micro_batches = [batch for rank in step for batch in rank]
+    length = max(x.shape[1] for x, *_ in micro_batches)
+
+    def cat(index: int, value) -> torch.Tensor:
+        return torch.cat(
+            [
+                torch.nn.functional.pad(
+                    batch[index], (0, length - batch[index].shape[1]), value=value
+                )
+                for batch in micro_batches
+            ]
+        )
+
+    model = LatentTokenLossModel()
+    x, y, b, mask = cat(0, 0.0), cat(1, 0.0), cat(2, NAN), cat(3, False)
+    features = torch.cat([features_of(batch) for batch in micro_batches])
+    token_nll, aux = model(x, y, features, mask)
+    out = compute_total_loss(token_nll, b, mask, TOTAL_CONFIG, **aux)
+    out["total_loss"].backward()
+    gradients = {name: p.grad.flatten().tolist() for name, p in model.named_parameters()}
+    return gradients, {name: value.item() for name, value in out.items()}
+
+
+def check_training_step(results: list[list[dict[str, Any]]]) -> None:
+    """DDP through TrainingStep gives the full-batch gradient and values of the total loss,
+    the same on both ranks, with a rank of padding only in the second step."""
+    tolerance = output_tolerance(torch.float64, length=9, alpha=CONFIG.token_weight_alpha)
+    for index, step in enumerate(ddp_steps()):
+        gradients, values = full_batch_total(step)
+        per_rank = [result[index] for result in results]
+        assert math.isclose(sum(w for r in per_rank for w in r["weights"]), 1.0)
+        assert per_rank[0]["gradients"] == per_rank[1]["gradients"]
+        assert per_rank[0]["logged"] == per_rank[1]["logged"]
+        for name, expected in gradients.items():
+            for observed, wanted in zip(per_rank[0]["gradients"][name], expected, strict=True):
+                assert tolerance.allows(observed, wanted, wanted), (index, name, observed)
+        logged = per_rank[0]["logged"]
+        assert list(logged) == [f"train/{name}" for name in TOTAL_LOSS_NAMES]
+        for name, expected in values.items():
+            observed = logged[f"train/{name}"]
+            assert tolerance.allows(observed, expected, expected), (index, name, observed)
+    assert results[1][1]["weights"] == [0.0]
+
+
+# --- the two ranks, spawned once for all checks -------------------------------------------
 
 
 def _two_rank_worker(rank: int) -> dict[str, Any]:
-    return {"estimator": _estimator_worker(rank), "ddp": _ddp_worker(rank)}
+    return {
+        "estimator": _estimator_worker(rank),
+        "ddp": _ddp_worker(rank),
+        "training step": _training_step_worker(rank),
+    }
 
 
 def test_two_ranks_match_one_process_holding_the_union(tmp_path: Path) -> None:
-    # One spawn for both checks: starting the ranks (torch, gloo, DDP) is most of the time.
+    # One spawn for all checks: starting the ranks (torch, gloo, DDP) is most of the time.
     results = run_ranks(tmp_path, _two_rank_worker)
     check_estimator([result["estimator"] for result in results])
     check_ddp([result["ddp"] for result in results])
+    check_training_step([result["training step"] for result in results])
 
 
 # --- choosing the group and the device ----------------------------------------------------

@@ -1,4 +1,4 @@
-"""compute_total_loss: the arithmetic of the total, and which terms must be given."""
+"""compute_total_loss: the arithmetic of the total, which terms must be given, one shard."""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ import pytest
 import torch
 
 from recon_impl import (
+    AUXILIARY_TERM_NAMES,
     RECONSTRUCTION_LOSS_NAMES,
+    TOTAL_LOSS_NAMES,
     DisentanglementLossConfig,
     ReconstructionLossConfig,
     compute_total_loss,
     reconstruction_losses,
 )
+from tests.impl.test_zfree_reference_scale import guide_examples
 
 L = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 0.0]], dtype=torch.float64)
 B = torch.tensor([[0.5, 1.0, 2.0], [1.0, 3.0, 0.0]], dtype=torch.float64)
@@ -114,3 +117,58 @@ def test_auxiliary_terms_must_be_scalar_tensors(bad) -> None:
 def test_config_type_is_checked() -> None:
     with pytest.raises(ValueError, match=r"config must be a DisentanglementLossConfig"):
         compute_total_loss(L, B, MASK, RECON)
+
+
+# --- one shard of a batch: weight= ------------------------------------------------------
+
+
+def test_a_weighted_shard_is_every_entry_times_its_weight() -> None:
+    out = compute_total_loss(L, B, MASK, full_config(), **aux_tensors())
+    weighted = compute_total_loss(L, B, MASK, full_config(), **aux_tensors(), weight=0.375)
+    assert list(weighted) == list(out) == list(TOTAL_LOSS_NAMES)
+    for name, value in out.items():
+        assert weighted[name].item() == pytest.approx(0.375 * value.item(), rel=1e-15)
+
+
+def test_a_weighted_shard_without_a_valid_token_contributes_exactly_nothing() -> None:
+    l = L.clone().requires_grad_()
+    aux = {name: torch.tensor(math.nan, requires_grad=True) for name in AUX}
+    empty = torch.zeros_like(MASK)
+    out = compute_total_loss(
+        l, torch.full_like(B, math.nan), empty, full_config(), **aux, weight=0.0
+    )
+    assert list(out) == list(TOTAL_LOSS_NAMES)
+    assert all(value.item() == 0.0 for value in out.values())
+    out["total_loss"].backward()  # connected to token_nll and to every auxiliary term
+    assert torch.equal(l.grad, torch.zeros_like(L))
+    assert all(term.grad is not None and term.grad.item() == 0.0 for term in aux.values())
+    # the rules on what must be given still hold
+    with pytest.raises(ValueError, match=r"kl must be given"):
+        compute_total_loss(L, B, empty, full_config(), weight=0.0)
+    with pytest.raises(ValueError, match=r"must have the same shape"):
+        compute_total_loss(L, B[:, :2], empty, full_config(), **aux, weight=0.0)
+    # without a weight, a batch without a valid token is an error
+    with pytest.raises(ValueError, match=r"valid token"):
+        compute_total_loss(L, B, empty, full_config(), **aux_tensors())
+
+
+@pytest.mark.parametrize(
+    ("weight", "pattern"),
+    [(-0.5, r"weight must be >= 0"), (math.inf, r"finite"), (True, r"real"), ("1", r"real")],
+)
+def test_bad_shard_weight(weight, pattern: str) -> None:
+    with pytest.raises(ValueError, match=pattern):
+        compute_total_loss(L, B, MASK, full_config(), **aux_tensors(), weight=weight)
+
+
+def test_auxiliary_term_names() -> None:
+    assert tuple(AUX) == AUXILIARY_TERM_NAMES
+    assert (*RECONSTRUCTION_LOSS_NAMES, *AUX, "total_loss") == TOTAL_LOSS_NAMES
+
+
+def test_guide_example_runs() -> None:
+    blocks = guide_examples("The total loss and its auxiliary terms")
+    assert blocks
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "docs/GUIDE.md", "exec"), namespace)

@@ -1,4 +1,4 @@
-"""The seven trainer flags: defaults, round trip, usage errors, the removed flag."""
+"""The seven trainer flags and the c flag: defaults, round trip, usage errors, the removed flag."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from recon_impl import (
     add_reconstruction_loss_arguments,
     reconstruction_loss_config_from_args,
 )
-from recon_impl.trainer_flags import RECONSTRUCTION_FLAGS
+from recon_impl.trainer_flags import RECONSTRUCTION_FLAGS, ZFREE_REFERENCE_SCALE_FLAG
 
 FLAGS = {
     "--raw-reconstruction-weight": "raw_weight",
@@ -50,7 +50,7 @@ def test_round_trip() -> None:
         expected[name] = 0.125 * (i + 1)
     config = reconstruction_loss_config_from_args(parser().parse_args(argv))
     assert {name: getattr(config, name) for name in expected} == expected
-    # the scale has no flag: it comes from the base config
+    # without its flag, the scale comes from the base config
     base = ReconstructionLossConfig(zfree_reference_scale=2.5)
     config = reconstruction_loss_config_from_args(parser().parse_args(argv), base=base)
     assert config.zfree_reference_scale == 2.5
@@ -63,9 +63,10 @@ def test_help_says_what_each_flag_weighs(capsys) -> None:
     with pytest.raises(SystemExit):
         parser().parse_args(["--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for flag in FLAGS:
+    for flag in [*FLAGS, "--zfree-reference-scale C"]:
         assert flag in text
     assert "weight on token_weighted_reconstruction_loss" in text
+    assert "as estimate_zfree_reference_scale measures it" in text
     assert "--normalize-reconstruction-loss" not in text
 
 
@@ -80,10 +81,63 @@ def test_invalid_value_is_a_usage_error(flag: str, value: str, capsys) -> None:
     assert f"argument {flag}" in err
 
 
-def test_removed_flag_names_its_replacement(capsys) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--normalize-reconstruction-loss"],
+        ["--normalize-reconstruction-loss=true"],
+        ["--normalize-reconstruction-loss=false"],
+        ["--normalize-reconstruction-loss="],
+        ["--normalize-reconstruction-loss", "true"],
+        ["--normalize-rec"],  # a unique prefix
+        ["--normalize-reconstruction=1"],
+        ["--raw-reconstruction-weight", "0", "--normalize-reconstruction-loss"],
+    ],
+)
+def test_removed_flag_names_its_replacement(argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        parser().parse_args(["--normalize-reconstruction-loss"])
+        parser().parse_args(argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
+    assert err.startswith("usage: train")
     assert "--normalize-reconstruction-loss was removed" in err
     assert "--distribution-normalized-reconstruction-weight" in err
+
+
+def test_namespace_holds_the_flags_and_nothing_of_the_removed_one() -> None:
+    names = {*FLAGS.values(), "zfree_reference_scale"}
+    assert set(vars(parser().parse_args([]))) == names
+    assert set(vars(parser().parse_args(["--zfree-reference-scale", "2"]))) == names
+
+
+def test_the_c_flag_passes_the_measured_scale() -> None:
+    assert ZFREE_REFERENCE_SCALE_FLAG == "--zfree-reference-scale"
+    args = parser().parse_args(["--zfree-reference-scale", "2.65513"])
+    assert args.zfree_reference_scale == 2.65513
+    assert reconstruction_loss_config_from_args(args).zfree_reference_scale == 2.65513
+    # the flag wins over the base config; left out, the base config's c stays
+    base = ReconstructionLossConfig(zfree_reference_scale=7.0, raw_weight=0.0)
+    assert reconstruction_loss_config_from_args(args, base=base).zfree_reference_scale == 2.65513
+    absent = parser().parse_args([])
+    assert absent.zfree_reference_scale is None
+    assert reconstruction_loss_config_from_args(absent, base=base).zfree_reference_scale == 7.0
+    assert reconstruction_loss_config_from_args(absent).zfree_reference_scale == 1.0
+    # the seven keep their defaults beside it
+    assert reconstruction_loss_config_from_args(args) == dataclasses.replace(
+        ReconstructionLossConfig(), zfree_reference_scale=2.65513
+    )
+
+
+def test_a_namespace_without_the_c_flag_keeps_the_base_scale() -> None:
+    args = argparse.Namespace(**{name: 0.5 for name in FLAGS.values()})
+    base = ReconstructionLossConfig(zfree_reference_scale=3.0)
+    assert reconstruction_loss_config_from_args(args, base=base).zfree_reference_scale == 3.0
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "abc"])
+def test_invalid_scale_is_a_usage_error(value: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parser().parse_args(["--zfree-reference-scale", value])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --zfree-reference-scale" in err

@@ -43,6 +43,7 @@ from properties.invariant import Invariant, InvariantViolation, NamedInput
 from properties.reproduction import render
 from properties.strategies import DEFAULT_DOMAIN, Domain
 from properties.target import CallObserver, Implementation, Probe
+from spec.terms import TOTAL
 
 #: calls a bounded shrink may still make: a few passes of the shrinker, a few seconds
 BOUNDED_SHRINK_CALLS = 40
@@ -287,7 +288,7 @@ def _same_failure(edge: BaseException, shown: BaseException) -> bool:
     if type(edge) is not type(shown):
         return False
     if isinstance(edge, InvariantViolation) and isinstance(shown, InvariantViolation):
-        total = "total_reconstruction_loss"
+        total = TOTAL.name
         return set(edge.failing) - {total} <= set(shown.failing) - {total}
     return True
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from properties.cases import LossCase, MaskRows, Rows, round_to
 from recon_impl import ReconstructionLossConfig
+from spec.terms import WEIGHT_FIELDS
 
 #: alpha is drawn up to this for comparisons with the oracle; beyond it the tolerance,
 #: which grows with alpha (properties/tolerances.py), says little. Larger alphas are
@@ -36,13 +37,8 @@ INTEGER_MASK_DTYPES: tuple[torch.dtype, ...] = (torch.uint8, torch.int32, torch.
 #: values a padded position may hold: anything, NaN and inf included (MATH.md "Inputs").
 PADDING_VALUES: tuple[float, ...] = (0.0, math.nan, math.inf, -math.inf, -1.0, 1e30)
 
-WEIGHT_NAMES: tuple[str, ...] = (
-    "raw_weight",
-    "distribution_normalized_weight",
-    "example_inverse_surprisal_weight",
-    "token_weighted_weight",
-    "normalized_concentration_corrected_token_weighted_weight",
-)
+#: the config fields of the five term weights (the term registry's)
+WEIGHT_NAMES: tuple[str, ...] = WEIGHT_FIELDS
 
 
 @dataclass(frozen=True)
@@ -101,19 +97,6 @@ def shapes(
         st.integers(1, domain.max_batch),
         st.integers(min(min_length, domain.max_length), domain.max_length),
     )
-
-
-_MASK_LAYOUTS = st.sampled_from(["prefix", "scattered"])
-
-
-@cache
-def _padding_counts(batch: int, length: int) -> st.SearchStrategy[list[int]]:
-    return st.lists(st.integers(0, length), min_size=batch, max_size=batch)
-
-
-@cache
-def _holes(length: int) -> st.SearchStrategy[list[bool]]:
-    return st.lists(st.booleans(), min_size=length, max_size=length)
 
 
 @st.composite

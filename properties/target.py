@@ -26,6 +26,7 @@ import torch
 
 from properties.cases import LossCase
 from spec.definitions import LOSS_NAMES
+from spec.terms import TOTAL
 
 DEFAULT_TARGET = "recon_impl:reconstruction_losses"
 ENVIRONMENT_VARIABLE = "RECON_IMPL"
@@ -235,7 +236,7 @@ class Probe:
         return self.call(case).values
 
     def gradients(
-        self, case: LossCase, of: str = "total_reconstruction_loss"
+        self, case: LossCase, of: str = TOTAL.name
     ) -> tuple[dict[str, float], torch.Tensor, torch.Tensor | None]:
         """Outputs, d(of)/d token_nll, and d(of)/d zfree_token_nll (None when none flows)."""
         seen = self.call(

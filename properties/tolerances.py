@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from spec.terms import TERMS
+
 if TYPE_CHECKING:
     from properties.cases import LossCase
 
@@ -100,8 +102,9 @@ def share_amplification(case: LossCase) -> float:
     row_sum_l = math.fsum(math.fsum(l) for l, _ in rows) / len(rows)
     row_sum_b = math.fsum(math.fsum(b) for _, b in rows) / len(rows)
     cfg = case.config
-    share_weights = 1.0 + cfg.token_weighted_weight
-    share_weights += cfg.normalized_concentration_corrected_token_weighted_weight
+    share_weights = 1.0 + sum(
+        getattr(cfg, term.weight_field) for term in TERMS if term.policy == "shares"
+    )
     inverse_scale = 1.0 + 1.0 / cfg.zfree_reference_scale
     return 1.0 + case.shape[1] + row_sum_b + share_weights * row_sum_l * inverse_scale
 

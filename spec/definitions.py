@@ -40,44 +40,19 @@ from typing import NamedTuple, Protocol
 import sympy as sp
 
 from spec import symbols as sym
-
-TERM_NAMES: tuple[str, ...] = (
-    "reconstruction_loss",
-    "distribution_normalized_reconstruction_loss",
-    "example_inverse_surprisal_weighted_reconstruction_loss",
-    "token_weighted_reconstruction_loss",
-    "normalized_concentration_corrected_token_weighted_reconstruction_loss",
-)
-DIAGNOSTIC_NAMES: tuple[str, ...] = ("token_weighted_base_loss", "token_concentration_factor")
-TOTAL_NAME = "total_reconstruction_loss"
-#: The eight outputs, in MATH.md order.
-LOSS_NAMES: tuple[str, ...] = (*TERM_NAMES, *DIAGNOSTIC_NAMES, TOTAL_NAME)
+from spec.terms import DIAGNOSTIC_NAMES as DIAGNOSTIC_NAMES  # the vocabulary, re-exported
+from spec.terms import DIAGNOSTICS, OUTPUTS, TERMS, Output
+from spec.terms import LOSS_NAMES as LOSS_NAMES
+from spec.terms import TERM_NAMES as TERM_NAMES
+from spec.terms import TOTAL_NAME as TOTAL_NAME
 
 #: The eight outputs as symbols (their LaTeX is MATH.md's notation: R_raw, ..., J).
-OUTPUT_SYMBOLS: dict[str, sp.Symbol] = dict(
-    zip(
-        LOSS_NAMES,
-        (
-            sym.R_raw,
-            sym.R_dist,
-            sym.R_ex,
-            sym.R_tok,
-            sym.R_cc,
-            sym.base_tok,
-            sym.kappa_mean,
-            sym.J,
-        ),
-        strict=True,
-    )
-)
+OUTPUT_SYMBOLS: dict[str, sp.Symbol] = {output.name: output.symbol for output in OUTPUTS}
 
-#: Config field of each weight and parameter (``ReconstructionLossConfig``).
+#: Config field of each weight (by its symbol's name) and parameter
+#: (``ReconstructionLossConfig``).
 CONFIG_FIELDS: dict[str, str] = {
-    "w_raw": "raw_weight",
-    "w_dist": "distribution_normalized_weight",
-    "w_ex": "example_inverse_surprisal_weight",
-    "w_tok": "token_weighted_weight",
-    "w_cc": "normalized_concentration_corrected_token_weighted_weight",
+    **{str(term.weight): term.weight_field for term in TERMS},  # type: ignore[misc]
     "alpha": "token_weight_alpha",
     "epsilon": "example_inverse_surprisal_epsilon",
     "c": "zfree_reference_scale",
@@ -86,24 +61,25 @@ CONFIG_FIELDS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Parameters:
-    """The config as expressions: symbols by default, numbers after substitution."""
+    """The config as expressions: symbols by default, numbers after substitution.
+
+    ``term_weights`` holds the weight of each term by output name (default: its symbol,
+    ``w_raw`` and so on, from the term registry).
+    """
 
     alpha: sp.Expr = sym.alpha
     epsilon: sp.Expr = sym.epsilon
     c: sp.Expr = sym.c
-    w_raw: sp.Expr = sym.w_raw
-    w_dist: sp.Expr = sym.w_dist
-    w_ex: sp.Expr = sym.w_ex
-    w_tok: sp.Expr = sym.w_tok
-    w_cc: sp.Expr = sym.w_cc
+    term_weights: tuple[tuple[str, sp.Expr], ...] = tuple(
+        (term.name, term.weight) for term in TERMS
+    )
 
     def weights(self) -> dict[str, sp.Expr]:
         """The weight of each of the five terms, by output name."""
-        return dict(
-            zip(
-                TERM_NAMES, (self.w_raw, self.w_dist, self.w_ex, self.w_tok, self.w_cc), strict=True
-            )
-        )
+        return dict(self.term_weights)
+
+    def weight(self, term: Output) -> sp.Expr:
+        return self.weights()[term.name]
 
 
 #: The parameters as free symbols.
@@ -395,22 +371,11 @@ def indexed_example(row: sp.Expr = sym.i, alpha: sp.Expr = sym.alpha) -> Example
 
 
 def loss_terms(batch: Batch, params: Parameters = SYMBOLIC) -> dict[str, sp.Expr]:
-    """The eight outputs of MATH.md, by name, in MATH.md order."""
-    c, eps = params.c, params.epsilon
-    raw = batch.mean(lambda e: e.lbar)
+    """The eight outputs of MATH.md, by name, in MATH.md order: each output's mean over the
+    kept examples of its contribution (``spec.terms``), and the total."""
     terms = {
-        "reconstruction_loss": raw,
-        "distribution_normalized_reconstruction_loss": raw / c,
-        "example_inverse_surprisal_weighted_reconstruction_loss": batch.mean(
-            lambda e: e.lbar / (e.bbar + eps)
-        ),
-        "token_weighted_reconstruction_loss": batch.mean(lambda e: e.ltok),
-        "normalized_concentration_corrected_token_weighted_reconstruction_loss": batch.mean(
-            lambda e: e.ltok / e.kappa
-        )
-        / c,
-        "token_weighted_base_loss": batch.mean(lambda e: e.btok),
-        "token_concentration_factor": batch.mean(lambda e: e.kappa),
+        output.name: batch.mean(lambda e, output=output: output.contribution(e, params))
+        for output in (*TERMS, *DIAGNOSTICS)
     }
     terms[TOTAL_NAME] = total_loss(terms, params)
     return terms
@@ -425,18 +390,7 @@ def per_example_contributions(
     example: ExampleLike, params: Parameters = SYMBOLIC
 ) -> dict[str, sp.Expr]:
     """``x_i`` with ``output = mean_i x_i`` for each of the eight (identity ``batch-mean-form``)."""
-    c, eps = params.c, params.epsilon
-    parts = {
-        "reconstruction_loss": example.lbar,
-        "distribution_normalized_reconstruction_loss": example.lbar / c,
-        "example_inverse_surprisal_weighted_reconstruction_loss": example.lbar
-        / (example.bbar + eps),
-        "token_weighted_reconstruction_loss": example.ltok,
-        "normalized_concentration_corrected_token_weighted_reconstruction_loss": example.ltok
-        / (c * example.kappa),
-        "token_weighted_base_loss": example.btok,
-        "token_concentration_factor": example.kappa,
-    }
+    parts = {output.name: output.contribution(example, params) for output in (*TERMS, *DIAGNOSTICS)}
     parts[TOTAL_NAME] = total_loss(parts, params)
     return parts
 
@@ -444,11 +398,20 @@ def per_example_contributions(
 # ---------------------------------------------------------------------------------------
 # Gradients
 
+#: the token policies pi of the generic family (``spec.family``): pi(example, token)
+POLICIES: dict[str, Callable[[Example, Token], sp.Expr]] = {
+    "uniform": lambda example, token: 1 / example.count,
+    "shares": lambda example, token: example.share(token),
+}
+
 
 def token_gradient(
     example: Example, token: Token, kept: sp.Expr, params: Parameters = SYMBOLIC
 ) -> sp.Expr:
     """The closed form of ``dJ/dl_it`` for a valid token of a kept example (MATH.md, "Gradients").
+
+    Every term is a member ``(1/C) mean_i omega_i sum_t pi_it l_it`` of the generic family
+    (its record in ``spec.terms``), so ``dJ/dl_it = (1/B') sum_k w_k omega_ik pi^k_it / C_k``:
 
     ``(1/B') [ (w_raw + w_dist/c + w_ex/(bbar_i + eps)) / n_i + (w_tok + w_cc/(c kappa_i)) pi_it ]``
 
@@ -456,12 +419,20 @@ def token_gradient(
     the derivative in ``l``: this is the stop-gradient of MATH.md. Identity
     ``gradient-closed-form`` proves it equal to the derivative of ``J``.
     """
-    p = params
-    uniform_weight = (
-        p.w_raw + p.w_dist / p.c + p.w_ex / (example.bbar + p.epsilon)
-    ) / example.count
-    share_weight = (p.w_tok + p.w_cc / (p.c * example.kappa)) * example.share(token)
-    return (uniform_weight + share_weight) / kept
+    # grouped by policy, as MATH.md writes it: (w_raw + w_dist/c + w_ex/(bbar+eps)) / n_i + ...
+    per_policy: dict[str, list[sp.Expr]] = {}
+    for term in TERMS:
+        weight = params.weight(term) * term.omega(example, params) / term.scale(params)
+        per_policy.setdefault(term.policy, []).append(weight)
+    return (
+        sp.Add(
+            *(
+                sp.Add(*weights) * POLICIES[policy](example, token)
+                for policy, weights in per_policy.items()
+            )
+        )
+        / kept
+    )
 
 
 # ---------------------------------------------------------------------------------------

@@ -17,9 +17,6 @@ import sympy as sp
 from spec import symbols as sym
 from spec.definitions import (
     CONFIG_FIELDS,
-    LOSS_NAMES,
-    OUTPUT_SYMBOLS,
-    TERM_NAMES,
     IndexedBatch,
     indexed_example,
     loss_terms,
@@ -36,6 +33,7 @@ from spec.plots import (
     SHARES_FIGURE,
     shares_and_kappa,
 )
+from spec.terms import BY_NAME, DIAGNOSTICS, OUTPUTS, TERMS, TOTAL
 
 #: Where the document lives, relative to the repository root.
 DOCUMENT = Path("docs") / "SPEC.md"
@@ -95,37 +93,39 @@ def _terms_section() -> list[str]:
     lines = [
         "## The five terms, the two diagnostics and the total",
         "",
-        "| returned name | definition |",
-        "| --- | --- |",
+        "One record per output in the term registry (`spec/terms.py`); everything else "
+        "derives from it.",
+        "",
+        "| returned name | definition | what it measures |",
+        "| --- | --- | --- |",
     ]
-    for name in LOSS_NAMES:
-        equation = f"{sym.latex(OUTPUT_SYMBOLS[name])} = {sym.latex(terms[name])}"
-        if name == "total_reconstruction_loss":
-            weighted = " + ".join(
-                f"{sym.latex(w)} {sym.latex(OUTPUT_SYMBOLS[term])}"
-                for term, w in zip(TERM_NAMES, _weights(), strict=True)
-            )
+    for output in OUTPUTS:
+        equation = f"{sym.latex(output.symbol)} = {sym.latex(terms[output.name])}"
+        if output is TOTAL:
+            weighted = " + ".join(f"{sym.latex(t.weight)} {sym.latex(t.symbol)}" for t in TERMS)
             equation = f"J = {weighted}"
-        lines.append(f"| `{name}` | ${equation}$ |")
+        lines.append(f"| `{output.name}` | ${equation}$ | {output.summary} |")
     lines += [
         "",
-        "All eight are always computed, whatever the weights.",
+        "All eight are always computed, whatever the weights. The weights, and the known "
+        "wrong variants a failure report can name (`spec/variants.py`):",
         "",
+        "| output | weight | config field | trainer flag | known wrong variants |",
+        "| --- | --- | --- | --- | --- |",
     ]
+    for output in (*TERMS, *DIAGNOSTICS):
+        weight = f"${sym.latex(output.weight)}$" if output.weight is not None else ""
+        field = f"`{output.weight_field}`" if output.weight_field else ""
+        flag = f"`{output.flag}`" if output.flag else ""
+        variants = ", ".join(f"`{v.name}`" for v in output.variants)
+        lines.append(f"| ${sym.latex(output.symbol)}$ | {weight} | {field} | {flag} | {variants} |")
+    lines.append("")
     return lines
-
-
-def _weights() -> tuple[sp.Symbol, ...]:
-    return (sym.w_raw, sym.w_dist, sym.w_ex, sym.w_tok, sym.w_cc)
 
 
 def _inputs_section() -> list[str]:
     names = {
-        "w_raw": sym.w_raw,
-        "w_dist": sym.w_dist,
-        "w_ex": sym.w_ex,
-        "w_tok": sym.w_tok,
-        "w_cc": sym.w_cc,
+        **{str(term.weight): term.weight for term in TERMS},
         "alpha": sym.alpha,
         "epsilon": sym.epsilon,
         "c": sym.c,
@@ -150,7 +150,7 @@ def _inputs_section() -> list[str]:
 
 def _gradient_section() -> list[str]:
     closed = token_gradient(NamedExample(), None, sym.kept_count)
-    derivative = sp.Derivative(sym.J, sym.l_indexed[sym.i, sym.t])
+    derivative = sp.Derivative(TOTAL.symbol, sym.l_indexed[sym.i, sym.t])
     return [
         "## Gradient",
         "",
@@ -179,7 +179,7 @@ def _family_section() -> list[str]:
     ]
     for instance in FAMILY_INSTANCES:
         policy = "\\frac{1}{n_i}" if instance.policy_name == "uniform" else "\\pi_{i,t}"
-        term = sym.latex(OUTPUT_SYMBOLS[instance.term])
+        term = sym.latex(BY_NAME[instance.term].symbol)
         lines.append(
             f"| ${term}$ | ${policy}$ | ${instance.omega_latex}$ | ${instance.scale_latex}$ |"
         )

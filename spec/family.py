@@ -8,9 +8,9 @@ r"""The generic reconstruction family of seed 000 and its policy-matched scale.
 
 A token policy ``pi`` says which positions matter more, an example weight ``omega`` which
 examples matter more, and ``C`` how the whole is scaled. Each of the five terms of MATH.md
-is a member (``FAMILY_INSTANCES``, identity ``family-instances``). The policy-matched scale
-``C_{pi,omega}`` makes every member equal 1 at the z-free baseline (identity
-``policy-matched-scale-baseline-one``) — the seed's reason to consider it, and also its
+is a member (``FAMILY_INSTANCES``, from the term registry; identity ``family-instances``).
+The policy-matched scale ``C_{pi,omega}`` makes every member equal 1 at the z-free baseline
+(identity ``policy-matched-scale-baseline-one``) — the seed's reason to consider it, and also its
 drawback: the scale then depends on the policy it is meant to measure.
 """
 
@@ -23,6 +23,7 @@ import sympy as sp
 
 from spec import symbols as sym
 from spec.definitions import (
+    POLICIES,
     SYMBOLIC,
     Batch,
     Example,
@@ -31,6 +32,7 @@ from spec.definitions import (
     Token,
     indexed_example,
 )
+from spec.terms import TERMS
 
 #: ``pi(example, token)``: the weight of one token within its example.
 Policy = Callable[[Example, Token], sp.Expr]
@@ -38,14 +40,10 @@ Policy = Callable[[Example, Token], sp.Expr]
 ExampleWeight = Callable[[Example, Parameters], sp.Expr]
 
 
-def uniform_policy(example: Example, token: Token) -> sp.Expr:
-    """``pi_it = 1/n_i``: every valid token counts the same."""
-    return 1 / example.count
-
-
-def share_policy(example: Example, token: Token) -> sp.Expr:
-    """``pi_it = b_it^alpha / sum_s b_is^alpha``: the tempered surprisal shares."""
-    return example.share(token)
+#: ``pi_it = 1/n_i``: every valid token counts the same.
+uniform_policy: Policy = POLICIES["uniform"]
+#: ``pi_it = b_it^alpha / sum_s b_is^alpha``: the tempered surprisal shares.
+share_policy: Policy = POLICIES["shares"]
 
 
 def family_member(
@@ -93,48 +91,20 @@ class FamilyInstance:
         return policy_matched_scale(batch, self.policy, lambda e: self.omega(e, params))
 
 
-def _one(example: Example, params: Parameters) -> sp.Expr:
-    return sp.Integer(1)
-
-
-def _unit_scale(params: Parameters) -> sp.Expr:
-    return sp.Integer(1)
-
-
-#: R_raw = L[uniform, 1, 1], R_dist = L[uniform, 1, c], R_ex = L[uniform, 1/(bbar+eps), 1],
-#: R_tok = L[shares, 1, 1], R_cc = L[shares, 1/kappa, c].
-FAMILY_INSTANCES: tuple[FamilyInstance, ...] = (
-    FamilyInstance("reconstruction_loss", "uniform", uniform_policy, "1", _one, "1", _unit_scale),
+#: The five terms as members, from their records in the term registry: R_raw = L[uniform,
+#: 1, 1], R_dist = L[uniform, 1, c], R_ex = L[uniform, 1/(bbar+eps), 1], R_tok = L[shares,
+#: 1, 1], R_cc = L[shares, 1/kappa, c].
+FAMILY_INSTANCES: tuple[FamilyInstance, ...] = tuple(
     FamilyInstance(
-        "distribution_normalized_reconstruction_loss",
-        "uniform",
-        uniform_policy,
-        "1",
-        _one,
-        "c",
-        lambda p: p.c,
-    ),
-    FamilyInstance(
-        "example_inverse_surprisal_weighted_reconstruction_loss",
-        "uniform",
-        uniform_policy,
-        r"\frac{1}{\bar{b}_i + \varepsilon}",
-        lambda e, p: 1 / (e.bbar + p.epsilon),
-        "1",
-        _unit_scale,
-    ),
-    FamilyInstance(
-        "token_weighted_reconstruction_loss", "shares", share_policy, "1", _one, "1", _unit_scale
-    ),
-    FamilyInstance(
-        "normalized_concentration_corrected_token_weighted_reconstruction_loss",
-        "shares",
-        share_policy,
-        r"\frac{1}{\kappa_i}",
-        lambda e, p: 1 / e.kappa,
-        "c",
-        lambda p: p.c,
-    ),
+        term.name,
+        term.policy,
+        POLICIES[term.policy],
+        term.omega_latex,
+        term.omega,
+        term.scale_latex,
+        term.scale,
+    )
+    for term in TERMS
 )
 
 

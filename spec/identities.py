@@ -27,6 +27,7 @@ from spec.definitions import (
 from spec.family import FAMILY_INSTANCES, generic_matched_scale, generic_member
 from spec.notation import NamedExample, R, b_it, eq, i, kappa_i, l_it, n_i, pi_it, t
 from spec.proofs import L_DEPENDENT, general_example, general_token, scale_indexed_b
+from spec.terms import BTOK, CC, DIST, EX, RAW, TOK, TOTAL
 
 TEST_FILE = "tests/spec/test_identities.py"
 
@@ -87,15 +88,12 @@ def _latex_zero_base() -> str:
 
 def _latex_baseline_ex() -> str:
     mean = IndexedBatch().mean(lambda e: e.bbar / (e.bbar + sym.epsilon))
-    return (
-        eq(R["example_inverse_surprisal_weighted_reconstruction_loss"], mean)
-        + _baseline_condition()
-    )
+    return eq(R[EX.name], mean) + _baseline_condition()
 
 
 def _latex_gradient() -> str:
     closed = token_gradient(NamedExample(), None, sym.kept_count)
-    return eq(sp.Derivative(sym.J, l_it), closed)
+    return eq(sp.Derivative(TOTAL.symbol, l_it), closed)
 
 
 def _latex_scale() -> str:
@@ -217,8 +215,7 @@ def _catalogue() -> tuple[Identity, ...]:
         _identity(
             "alpha0-tok-equals-raw",
             "At alpha = 0 the token-weighted loss R_tok equals R_raw.",
-            eq(r["token_weighted_reconstruction_loss"], r["reconstruction_loss"])
-            + r" \quad \text{at } \alpha = 0",
+            eq(r[TOK.name], r[RAW.name]) + r" \quad \text{at } \alpha = 0",
             proofs.prove_alpha0_tok_equals_raw,
             _BATCHES,
         ),
@@ -226,8 +223,8 @@ def _catalogue() -> tuple[Identity, ...]:
             "alpha0-cc-equals-dist",
             "At alpha = 0 the concentration-corrected loss R_cc equals R_dist.",
             eq(
-                r["normalized_concentration_corrected_token_weighted_reconstruction_loss"],
-                r["distribution_normalized_reconstruction_loss"],
+                r[CC.name],
+                r[DIST.name],
             )
             + r" \quad \text{at } \alpha = 0",
             proofs.prove_alpha0_cc_equals_dist,
@@ -266,15 +263,14 @@ def _catalogue() -> tuple[Identity, ...]:
         _identity(
             "baseline-dist-one",
             "At the z-free baseline (l = b, c = mean_i bbar_i), R_dist = 1.",
-            eq(r["distribution_normalized_reconstruction_loss"], 1) + _baseline_condition(),
+            eq(r[DIST.name], 1) + _baseline_condition(),
             proofs.prove_baseline_dist_one,
             _BATCHES,
         ),
         _identity(
             "baseline-cc-one",
             "At the z-free baseline (l = b, c = mean_i bbar_i), R_cc = 1.",
-            eq(r["normalized_concentration_corrected_token_weighted_reconstruction_loss"], 1)
-            + _baseline_condition(),
+            eq(r[CC.name], 1) + _baseline_condition(),
             proofs.prove_baseline_cc_one,
             _BATCHES,
         ),
@@ -288,16 +284,14 @@ def _catalogue() -> tuple[Identity, ...]:
         _identity(
             "baseline-ex-one-at-eps0",
             "At the z-free baseline with epsilon = 0 (every bbar_i > 0), R_ex = 1 exactly.",
-            eq(r["example_inverse_surprisal_weighted_reconstruction_loss"], 1)
-            + r" \quad \text{at } l = b,\ \varepsilon = 0",
+            eq(r[EX.name], 1) + r" \quad \text{at } l = b,\ \varepsilon = 0",
             proofs.prove_baseline_ex_one_at_eps0,
             _BATCHES,
         ),
         _identity(
             "baseline-tok-equals-base",
             "At the z-free baseline, R_tok equals token_weighted_base_loss.",
-            eq(r["token_weighted_reconstruction_loss"], r["token_weighted_base_loss"])
-            + r" \quad \text{at } l = b",
+            eq(r[TOK.name], r[BTOK.name]) + r" \quad \text{at } l = b",
             proofs.prove_baseline_tok_equals_base,
             _BATCHES,
         ),

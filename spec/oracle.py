@@ -55,8 +55,14 @@ from spec.definitions import (
 #: Significant decimal digits of the mpmath evaluation.
 DEFAULT_PRECISION = 50
 
-_ORDER = ("alpha", "epsilon", "c", "w_raw", "w_dist", "w_ex", "w_tok", "w_cc")
-_PARAMETER_SYMBOLS = tuple(getattr(SYMBOLIC, name) for name in _ORDER)
+# alpha, epsilon, c, then the weights of the terms (w_raw .. w_cc), by their symbols' names
+_PARAMETER_SYMBOLS = (
+    SYMBOLIC.alpha,
+    SYMBOLIC.epsilon,
+    SYMBOLIC.c,
+    *SYMBOLIC.weights().values(),
+)
+_ORDER = tuple(str(symbol) for symbol in _PARAMETER_SYMBOLS)
 # The counts n and B' enter the lambdified functions as arguments (see
 # ExplicitTokens.count_symbol).
 _KEPT = sp.Symbol("kept_count", positive=True)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from spec.oracle import evaluate_details
+from spec.terms import EX
 
 #: The sample sequence of the shares figure: the z-free surprisals b_t of six tokens.
 SAMPLE_SEQUENCE: tuple[float, ...] = (0.25, 0.5, 1.0, 1.5, 2.5, 4.0)
@@ -86,7 +87,7 @@ def baseline_r_ex(epsilons: Sequence[float]) -> tuple[list[float], list[list[flo
     per_example: list[list[float]] = [[] for _ in SAMPLE_BATCH]
     for epsilon in epsilons:
         result = evaluate_details(b, b, mask, _config(1.0, epsilon, 1.0))
-        totals.append(result.values["example_inverse_surprisal_weighted_reconstruction_loss"])
+        totals.append(result.values[EX.name])
         for row, bbar in enumerate(result.bbar):
             per_example[row].append(float(bbar / (bbar + epsilon)))
     return totals, per_example

@@ -55,6 +55,7 @@ from spec.family import (
     generic_member,
 )
 from spec.oracle import DEFAULT_PRECISION, evaluate_details, example_function
+from spec.terms import BTOK, CC, DIST, EX, RAW, TOK
 
 #: Token counts of the explicit proofs.
 SIZES: tuple[int, ...] = (1, 2, 3, 4)
@@ -162,7 +163,7 @@ def prove_alpha0_tok_equals_raw() -> tuple[str, ...]:
     """Identity ``alpha0-tok-equals-raw``: At alpha = 0 the token-weighted loss R_tok equals
     R_raw.
     """
-    return _alpha0_terms_equal("token_weighted_reconstruction_loss", "reconstruction_loss")
+    return _alpha0_terms_equal(TOK.name, RAW.name)
 
 
 def prove_alpha0_cc_equals_dist() -> tuple[str, ...]:
@@ -170,8 +171,8 @@ def prove_alpha0_cc_equals_dist() -> tuple[str, ...]:
     equals R_dist.
     """
     return _alpha0_terms_equal(
-        "normalized_concentration_corrected_token_weighted_reconstruction_loss",
-        "distribution_normalized_reconstruction_loss",
+        CC.name,
+        DIST.name,
     )
 
 
@@ -293,7 +294,7 @@ def prove_baseline_dist_one() -> tuple[str, ...]:
     """Identity ``baseline-dist-one``: At the z-free baseline (l = b, c = mean_i bbar_i),
     R_dist = 1.
     """
-    return _baseline("distribution_normalized_reconstruction_loss", lambda batch: sp.Integer(1))
+    return _baseline(DIST.name, lambda batch: sp.Integer(1))
 
 
 def prove_baseline_cc_one() -> tuple[str, ...]:
@@ -301,7 +302,7 @@ def prove_baseline_cc_one() -> tuple[str, ...]:
     1.
     """
     return _baseline(
-        "normalized_concentration_corrected_token_weighted_reconstruction_loss",
+        CC.name,
         lambda batch: sp.Integer(1),
     )
 
@@ -311,7 +312,7 @@ def prove_baseline_ex() -> tuple[str, ...]:
     epsilon).
     """
     return _baseline(
-        "example_inverse_surprisal_weighted_reconstruction_loss",
+        EX.name,
         lambda batch: batch.mean(lambda e: e.bbar / (e.bbar + sym.epsilon)),
     )
 
@@ -321,7 +322,7 @@ def prove_baseline_ex_one_at_eps0() -> tuple[str, ...]:
     bbar_i > 0), R_ex = 1 exactly.
     """
     checks = []
-    name = "example_inverse_surprisal_weighted_reconstruction_loss"
+    name = EX.name
     for label, batch in _baseline_cases():
         # bbar_i / bbar_i = 1: epsilon = 0 is allowed only where every bbar_i > 0.
         value = at_baseline(loss_terms(batch)[name], batch).subs(sym.epsilon, 0)
@@ -335,8 +336,8 @@ def prove_baseline_tok_equals_base() -> tuple[str, ...]:
     token_weighted_base_loss.
     """
     return _baseline(
-        "token_weighted_reconstruction_loss",
-        lambda batch: loss_terms(batch)["token_weighted_base_loss"],
+        TOK.name,
+        lambda batch: loss_terms(batch)[BTOK.name],
     )
 
 
@@ -585,10 +586,7 @@ def prove_linearity_in_weights() -> tuple[str, ...]:
     """Identity ``linearity-in-weights``: J is linear in the five weights, with dJ/dw_k = R_k."""
     checks = []
     p, q = sp.symbols("p q", real=True)
-    other = {
-        w: sp.Symbol(f"{w.name}_other", nonnegative=True)
-        for w in (sym.w_raw, sym.w_dist, sym.w_ex, sym.w_tok, sym.w_cc)
-    }
+    other = {w: sp.Symbol(f"{w.name}_other", nonnegative=True) for w in SYMBOLIC.weights().values()}
     for label, batch in [*_batches(), ("general n_i and B'", general_batch())]:
         terms = loss_terms(batch)
         total = terms[TOTAL_NAME]
@@ -801,8 +799,8 @@ def prove_policy_matched_scale_of_cc() -> tuple[str, ...]:
     """
     checks = []
     by_term = {instance.term: instance for instance in FAMILY_INSTANCES}
-    cc = by_term["normalized_concentration_corrected_token_weighted_reconstruction_loss"]
-    dist = by_term["distribution_normalized_reconstruction_loss"]
+    cc = by_term[CC.name]
+    dist = by_term[DIST.name]
     for label, batch in _family_batches():
         claim = f"{label}: C of R_cc's (pi, omega) = C of R_dist's"
         checks.append(assert_equal(cc.matched_scale(batch), dist.matched_scale(batch), claim))

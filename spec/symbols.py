@@ -21,12 +21,8 @@ alpha = sp.Symbol("alpha", nonnegative=True)
 epsilon = sp.Symbol("epsilon", nonnegative=True)
 c = sp.Symbol("c", positive=True)
 
-# The five weights, in MATH.md order.
-w_raw = sp.Symbol("w_raw", nonnegative=True)
-w_dist = sp.Symbol("w_dist", nonnegative=True)
-w_ex = sp.Symbol("w_ex", nonnegative=True)
-w_tok = sp.Symbol("w_tok", nonnegative=True)
-w_cc = sp.Symbol("w_cc", nonnegative=True)
+# The outputs and the weights of the terms have their symbols in the term registry
+# (``spec/terms.py``), with their LaTeX.
 
 # Counts and indices: n valid tokens in an example, B' kept examples in a batch.
 n = sp.Symbol("n", integer=True, positive=True)
@@ -50,31 +46,8 @@ pi_indexed = sp.IndexedBase("pi", nonnegative=True)
 omega_indexed = sp.IndexedBase("omega", nonnegative=True)
 scale_C = sp.Symbol("C", positive=True)
 
-# The eight outputs, as symbols for the document's equations.
-R_raw = sp.Symbol("R_raw")
-R_dist = sp.Symbol("R_dist")
-R_ex = sp.Symbol("R_ex")
-R_tok = sp.Symbol("R_tok")
-R_cc = sp.Symbol("R_cc")
-base_tok = sp.Symbol("Bbase")
-kappa_mean = sp.Symbol("Kmean")
-J = sp.Symbol("J")
-
 LATEX_NAMES: dict[sp.Basic, str] = {
-    R_raw: r"R_{\mathrm{raw}}",
-    R_dist: r"R_{\mathrm{dist}}",
-    R_ex: r"R_{\mathrm{ex}}",
-    R_tok: r"R_{\mathrm{tok}}",
-    R_cc: r"R_{\mathrm{cc}}",
-    base_tok: r"\operatorname{mean}_i b^{\mathrm{tok}}_i",
-    kappa_mean: r"\operatorname{mean}_i \kappa_i",
-    J: "J",
     epsilon: r"\varepsilon",
-    w_raw: r"w_{\mathrm{raw}}",
-    w_dist: r"w_{\mathrm{dist}}",
-    w_ex: r"w_{\mathrm{ex}}",
-    w_tok: r"w_{\mathrm{tok}}",
-    w_cc: r"w_{\mathrm{cc}}",
     kept_count: "B'",
     l_indexed.label: "l",
     b_indexed.label: "b",
@@ -108,4 +81,6 @@ def latex(expr: sp.Basic | str) -> str:
     """LaTeX of an expression in the notation of MATH.md."""
     if isinstance(expr, str):
         return expr
-    return sp.latex(expr, symbol_names=LATEX_NAMES)
+    from spec.terms import LATEX  # the registry's symbols (it imports this module)
+
+    return sp.latex(expr, symbol_names={**LATEX_NAMES, **LATEX})

@@ -24,6 +24,7 @@ from properties.strategies import (
 )
 from properties.target import Probe
 from properties.tolerances import unit_roundoff
+from spec.terms import BTOK, CC, DIST, KAPPA, RAW, TOK
 
 # --- linear in l -------------------------------------------------------------------------
 
@@ -166,14 +167,14 @@ def check_scale_of_b(probe: Probe, drawn: ScaledSurprisal) -> None:
     scaled = replace(case, zfree_token_nll=scaled_rows)
     f, g = probe.values(case), probe.values(scaled)
     unchanged = (
-        "reconstruction_loss",
-        "distribution_normalized_reconstruction_loss",
-        "token_weighted_reconstruction_loss",
-        "normalized_concentration_corrected_token_weighted_reconstruction_loss",
-        "token_concentration_factor",
+        RAW.name,
+        DIST.name,
+        TOK.name,
+        CC.name,
+        KAPPA.name,
     )
     expected = {n: f[n] for n in unchanged}
-    expected["token_weighted_base_loss"] = s * f["token_weighted_base_loss"]
+    expected[BTOK.name] = s * f[BTOK.name]
     assert_values_close(
         g,
         expected,

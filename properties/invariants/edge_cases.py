@@ -17,15 +17,11 @@ import torch
 from properties.cases import LossCase
 from properties.invariant import NamedInput
 from recon_impl import ReconstructionLossConfig
+from spec.terms import WEIGHT_FIELDS
 
 NAN, INF = math.nan, math.inf
-ALL_WEIGHTS = dict(
-    raw_weight=1.0,
-    distribution_normalized_weight=0.5,
-    example_inverse_surprisal_weight=0.25,
-    token_weighted_weight=2.0,
-    normalized_concentration_corrected_token_weighted_weight=1.5,
-)
+#: every term weighted, each weight different (by the term registry's weight fields)
+ALL_WEIGHTS = dict(zip(WEIGHT_FIELDS, (1.0, 0.5, 0.25, 2.0, 1.5), strict=True))
 
 
 def _config(**changes: float) -> ReconstructionLossConfig:

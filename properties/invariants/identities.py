@@ -15,6 +15,7 @@ from properties.invariants.common import kept_rows, mean, tolerance
 from properties.invariants.edge_cases import named
 from properties.strategies import baseline_cases, loss_cases
 from properties.target import Probe
+from spec.terms import BTOK, CC, DIST, EX, KAPPA, RAW, TOK
 
 
 def check_alpha_zero(probe: Probe, case: LossCase) -> None:
@@ -22,16 +23,16 @@ def check_alpha_zero(probe: Probe, case: LossCase) -> None:
     bbar_mean = mean([mean(b) for _, b in kept_rows(case)])
     assert_values_close(
         {
-            "R_tok": out["token_weighted_reconstruction_loss"],
-            "R_cc": out["normalized_concentration_corrected_token_weighted_reconstruction_loss"],
-            "token_concentration_factor": out["token_concentration_factor"],
-            "token_weighted_base_loss": out["token_weighted_base_loss"],
+            TOK.name: out[TOK.name],
+            CC.name: out[CC.name],
+            KAPPA.name: out[KAPPA.name],
+            BTOK.name: out[BTOK.name],
         },
         {
-            "R_tok": out["reconstruction_loss"],
-            "R_cc": out["distribution_normalized_reconstruction_loss"],
-            "token_concentration_factor": 1.0,
-            "token_weighted_base_loss": bbar_mean,
+            TOK.name: out[RAW.name],
+            CC.name: out[DIST.name],
+            KAPPA.name: 1.0,
+            BTOK.name: bbar_mean,
         },
         tolerance(case),
         what="alpha = 0 gives uniform shares: R_tok = R_raw, R_cc = R_dist, kappa = 1, btok = bbar",
@@ -52,9 +53,9 @@ def check_alpha_one(probe: Probe, case: LossCase) -> None:
     assert_values_close(
         out,
         {
-            "token_weighted_reconstruction_loss": mean(token_weighted),
-            "token_weighted_base_loss": mean(base),
-            "token_concentration_factor": mean(kappa),
+            TOK.name: mean(token_weighted),
+            BTOK.name: mean(base),
+            KAPPA.name: mean(kappa),
         },
         tolerance(case),
         what="alpha = 1 gives linear surprisal shares pi_t = b_t / sum_s b_s",
@@ -69,10 +70,10 @@ def check_baseline(probe: Probe, case: LossCase) -> None:
     assert_values_close(
         out,
         {
-            "distribution_normalized_reconstruction_loss": 1.0,
-            "normalized_concentration_corrected_token_weighted_reconstruction_loss": 1.0,
-            "example_inverse_surprisal_weighted_reconstruction_loss": expected_ex,
-            "token_weighted_reconstruction_loss": out["token_weighted_base_loss"],
+            DIST.name: 1.0,
+            CC.name: 1.0,
+            EX.name: expected_ex,
+            TOK.name: out[BTOK.name],
         },
         tolerance(case),
         what="at the z-free baseline (l = b, c = mean bbar): R_dist = R_cc = 1, "

@@ -22,6 +22,7 @@ from properties.invariants.common import (
 from properties.invariants.edge_cases import named
 from properties.strategies import Domain, alphas, loss_cases
 from properties.target import Probe
+from spec.terms import KAPPA, TOK
 
 #: alpha values far past where b^alpha overflows float32 (and float64): any finite alpha.
 HUGE_ALPHAS: tuple[float, ...] = (1e3, 1e6, 1e30, 3.4e38, 1e300)
@@ -74,7 +75,7 @@ def check_concentration(probe: Probe, case: LossCase) -> None:
         tops.append(mean([lv for lv, bv in zip(l, b, strict=True) if bv == top]))
     assert_values_close(
         out,
-        {"token_weighted_reconstruction_loss": mean(tops)},
+        {TOK.name: mean(tops)},
         tolerance(case, alpha=0.0),  # the shares are exactly 0 or 1/#ties: no alpha error
         what=f"alpha = {case.config.token_weight_alpha} puts every share on the largest "
         "surprisal of each example (split evenly between ties)",
@@ -88,7 +89,7 @@ def _kappa_upper_bound(case: LossCase) -> float:
 
 
 def check_kappa_bounds(probe: Probe, case: LossCase) -> None:
-    kappa = probe.values(case)["token_concentration_factor"]
+    kappa = probe.values(case)[KAPPA.name]
     upper = _kappa_upper_bound(case)
     slack = tolerance(case).rtol * upper
     if not (1.0 - slack <= kappa <= upper + slack):
@@ -96,9 +97,9 @@ def check_kappa_bounds(probe: Probe, case: LossCase) -> None:
             f"token_concentration_factor must lie in [1, mean_i max_t b_it / bbar_i] = "
             f"[1, {upper:.9g}] (Chebyshev's sum inequality), got {kappa:.9g}",
             expected={"lower": 1.0, "upper": upper},
-            observed={"token_concentration_factor": kappa},
+            observed={KAPPA.name: kappa},
             case=case,
-            failing=("token_concentration_factor",),
+            failing=(KAPPA.name,),
         )
 
 
@@ -119,10 +120,8 @@ def alpha_pairs(draw: st.DrawFn, domain: Domain) -> AlphaPair:
 
 def check_kappa_monotone(probe: Probe, drawn: AlphaPair) -> None:
     case, larger_alpha = drawn.case, drawn.larger_alpha
-    smaller = probe.values(case)["token_concentration_factor"]
-    larger = probe.values(case.with_config(token_weight_alpha=larger_alpha))[
-        "token_concentration_factor"
-    ]
+    smaller = probe.values(case)[KAPPA.name]
+    larger = probe.values(case.with_config(token_weight_alpha=larger_alpha))[KAPPA.name]
     slack = tolerance(case, alpha=larger_alpha).rtol * (smaller + larger)
     if larger < smaller - slack:
         raise InvariantViolation(
@@ -130,9 +129,9 @@ def check_kappa_monotone(probe: Probe, drawn: AlphaPair) -> None:
             f"{smaller:.9g} at alpha = {case.config.token_weight_alpha} and {larger:.9g} at "
             f"alpha = {larger_alpha}",
             expected={"at larger alpha, at least": smaller},
-            observed={"token_concentration_factor": larger},
+            observed={KAPPA.name: larger},
             case=case.with_config(token_weight_alpha=larger_alpha),
-            failing=("token_concentration_factor",),
+            failing=(KAPPA.name,),
         )
 
 

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from properties.zoo.textbook import textbook_losses
+from spec.terms import BTOK, CC, DIST, EX, KAPPA, RAW, TERMS, TOK, TOTAL
 
 #: the range on which ``naive_float64_losses`` is correct
 NAIVE_MAX_ALPHA = 10.0
@@ -32,16 +33,7 @@ def _result_dtype(*tensors: Tensor) -> torch.dtype:
 
 def weighted_total(terms: dict, config):
     """J = w_raw R_raw + w_dist R_dist + w_ex R_ex + w_tok R_tok + w_cc R_cc."""
-    return (
-        config.raw_weight * terms["reconstruction_loss"]
-        + config.distribution_normalized_weight
-        * terms["distribution_normalized_reconstruction_loss"]
-        + config.example_inverse_surprisal_weight
-        * terms["example_inverse_surprisal_weighted_reconstruction_loss"]
-        + config.token_weighted_weight * terms["token_weighted_reconstruction_loss"]
-        + config.normalized_concentration_corrected_token_weighted_weight
-        * terms["normalized_concentration_corrected_token_weighted_reconstruction_loss"]
-    )
+    return sum(getattr(config, term.weight_field) * terms[term.name] for term in TERMS)
 
 
 def python_loop_losses(token_nll: Tensor, zfree_token_nll: Tensor, mask: Tensor, config):
@@ -79,17 +71,15 @@ def python_loop_losses(token_nll: Tensor, zfree_token_nll: Tensor, mask: Tensor,
     kept = len(raw)
     r_raw = sum(raw) / kept
     values = {
-        "reconstruction_loss": r_raw,
-        "distribution_normalized_reconstruction_loss": r_raw / c,
-        "example_inverse_surprisal_weighted_reconstruction_loss": sum(ex) / kept,
-        "token_weighted_reconstruction_loss": sum(tok) / kept,
-        "normalized_concentration_corrected_token_weighted_reconstruction_loss": (
-            sum(cc) / kept / c
-        ),
+        RAW.name: r_raw,
+        DIST.name: r_raw / c,
+        EX.name: sum(ex) / kept,
+        TOK.name: sum(tok) / kept,
+        CC.name: (sum(cc) / kept / c),
     }
-    values["total_reconstruction_loss"] = weighted_total(values, config)
-    values["token_weighted_base_loss"] = torch.tensor(btok_sum / kept, dtype=dtype)
-    values["token_concentration_factor"] = torch.tensor(kappa_sum / kept, dtype=dtype)
+    values[TOTAL.name] = weighted_total(values, config)
+    values[BTOK.name] = torch.tensor(btok_sum / kept, dtype=dtype)
+    values[KAPPA.name] = torch.tensor(kappa_sum / kept, dtype=dtype)
     return values
 
 
@@ -112,17 +102,13 @@ def naive_float64_losses(token_nll: Tensor, zfree_token_nll: Tensor, mask: Tenso
     btok = (pi * b).sum(1)[kept]
     kappa = torch.where(bbar > 0, btok / bbar, 1.0)
     terms = {
-        "reconstruction_loss": lbar.mean(),
-        "distribution_normalized_reconstruction_loss": lbar.mean() / c,
-        "example_inverse_surprisal_weighted_reconstruction_loss": (
-            lbar / (bbar + config.example_inverse_surprisal_epsilon)
-        ).mean(),
-        "token_weighted_reconstruction_loss": ltok.mean(),
-        "normalized_concentration_corrected_token_weighted_reconstruction_loss": (
-            (ltok / kappa).mean() / c
-        ),
-        "token_weighted_base_loss": btok.mean(),
-        "token_concentration_factor": kappa.mean(),
+        RAW.name: lbar.mean(),
+        DIST.name: lbar.mean() / c,
+        EX.name: (lbar / (bbar + config.example_inverse_surprisal_epsilon)).mean(),
+        TOK.name: ltok.mean(),
+        CC.name: ((ltok / kappa).mean() / c),
+        BTOK.name: btok.mean(),
+        KAPPA.name: kappa.mean(),
     }
-    terms["total_reconstruction_loss"] = weighted_total(terms, config)
+    terms[TOTAL.name] = weighted_total(terms, config)
     return {name: value.to(dtype) for name, value in terms.items()}

@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from spec.terms import BTOK, CC, DIST, EX, KAPPA, RAW, TOK, TOTAL
+
 MISTAKES: dict[str, str] = {
     "global-token-mean": "R_raw averages over all valid tokens of the batch, not per example",
     "padding-counted": "each example's mean divides by the padded length T, not n_i",
@@ -174,12 +176,12 @@ def textbook_losses(
     if mistake != "total-missing-cc":
         total = total + config.normalized_concentration_corrected_token_weighted_weight * cc
     return {
-        "reconstruction_loss": raw,
-        "distribution_normalized_reconstruction_loss": dist,
-        "example_inverse_surprisal_weighted_reconstruction_loss": ex,
-        "token_weighted_reconstruction_loss": tok,
-        "normalized_concentration_corrected_token_weighted_reconstruction_loss": cc,
-        "token_weighted_base_loss": batch_mean(btok, count=diagnostics_count),
-        "token_concentration_factor": batch_mean(kappa, count=diagnostics_count),
-        "total_reconstruction_loss": total,
+        RAW.name: raw,
+        DIST.name: dist,
+        EX.name: ex,
+        TOK.name: tok,
+        CC.name: cc,
+        BTOK.name: batch_mean(btok, count=diagnostics_count),
+        KAPPA.name: batch_mean(kappa, count=diagnostics_count),
+        TOTAL.name: total,
     }

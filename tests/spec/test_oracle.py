@@ -20,6 +20,7 @@ import spec
 from spec import symbols as sym
 from spec.definitions import LOSS_NAMES, ExplicitBatch, loss_terms
 from spec.oracle import batch_function, example_function
+from spec.terms import TERMS
 
 NAN, INF = math.nan, math.inf
 
@@ -307,11 +308,13 @@ def test_token_gradient_is_the_derivative_of_j() -> None:
         sym.alpha: sp.Rational(3, 2),
         sym.epsilon: sp.Rational(1, 5),
         sym.c: sp.Rational(7, 4),
-        sym.w_raw: 1,
-        sym.w_dist: sp.Rational(1, 2),
-        sym.w_ex: sp.Rational(3, 4),
-        sym.w_tok: 2,
-        sym.w_cc: sp.Rational(5, 4),
+        **dict(
+            zip(
+                (term.weight for term in TERMS),
+                (1, sp.Rational(1, 2), sp.Rational(3, 4), 2, sp.Rational(5, 4)),
+                strict=True,
+            )
+        ),
     }
     nll = np.zeros((3, 3))
     base = np.zeros((3, 3))

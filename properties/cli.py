@@ -1,14 +1,18 @@
-"""The ``recon-spec`` command line: ``check`` an implementation, regenerate the ``doc``.
+"""The ``recon-spec`` command line: ``check`` an implementation of the stack, ``check-api``
+an API module (seed 001's configs, trainer flags and ``compute_total_loss``), regenerate
+the ``doc``.
 
-Exit status of ``check``:
+Exit status of ``check`` and ``check-api``:
 
 * 0: every selected invariant ran against the named target and held;
 * 1: an invariant failed (a counterexample is reported);
 * 2: the target could not be checked: its name is empty or malformed, it does not import,
-  it raises (or dies, or hangs) on a plain valid input, its process died or a call timed
-  out during an invariant, no selected invariant applies to the chosen domain, an option
-  is bad (a usage error), the run was interrupted, or its output went to a closed pipe.
-  2 wins over 1: a run that could not check everything says so.
+  it raises (or dies, or hangs) on a plain valid input (a stack target), it lacks one of
+  the five names that an invariant needs and ``--skip`` does not leave out (an API
+  module), its process died or a call timed out during an invariant, no selected
+  invariant applies to the chosen domain, an option is bad (a usage error), the run was
+  interrupted, or its output went to a closed pipe. 2 wins over 1: a run that could not
+  check everything says so.
 """
 
 from __future__ import annotations
@@ -38,14 +42,23 @@ def _list_invariants() -> int:
     return 0
 
 
-def _error(message: str) -> int:
-    print(f"recon-spec check: {message}", file=sys.stderr)
+def _list_api_invariants() -> int:
+    from properties.api import INVARIANTS
+
+    for invariant in INVARIANTS:
+        print(f"{invariant.id:<36} {invariant.group:<11} {invariant.statement}")
+        print(f"{'':<36} {'':<11} needs {', '.join(invariant.needs)}")
+    return 0
+
+
+def _error(message: str, command: str = "check") -> int:
+    print(f"recon-spec {command}: {message}", file=sys.stderr)
     return USAGE_OR_UNCHECKED
 
 
 def exit_status(statuses: Sequence[str]) -> int:
     """The verdict of a run from the status of each selected invariant (module docstring)."""
-    if any(status in ("crashed", "timed out", "error") for status in statuses):
+    if any(status in ("crashed", "timed out", "error", "not checked") for status in statuses):
         return USAGE_OR_UNCHECKED
     if not any(status in ("passed", "failed") for status in statuses):
         return USAGE_OR_UNCHECKED  # nothing was checked
@@ -55,16 +68,10 @@ def exit_status(statuses: Sequence[str]) -> int:
 def _check(args: argparse.Namespace) -> int:
     if args.list:
         return _list_invariants()
-    from properties import report
-    from properties.database import run_storage
     from properties.invariants import by_id, select
     from properties.invariants.edge_cases import EDGE_CASES
     from properties.options import domain_from
-    from properties.profiles import default_profile, profile_settings
-    from properties.runner import InvariantResult, invariant_seed
-    from properties.supervisor import Supervisor, TargetUnusable
     from properties.target import TargetLoadError, target_name
-    from properties.worker import SearchSettings, WorkRequest
 
     try:
         target = target_name(args.target)
@@ -77,6 +84,57 @@ def _check(args: argparse.Namespace) -> int:
     domain = domain_from(
         max_alpha=args.max_alpha, max_loss=args.max_loss, dtypes=args.dtypes, device=args.device
     )
+    plain = replace(
+        EDGE_CASES["single-token-rows"].case, dtype=domain.dtypes[0], device=args.device
+    )
+    return _run(args, target, invariants, by_id, domain, kind="stack", plain=plain)
+
+
+def _check_api(args: argparse.Namespace) -> int:
+    if args.list:
+        return _list_api_invariants()
+    from properties.api import by_id, select, skipped_by
+    from properties.api.module import api_module_name
+    from properties.options import domain_from
+    from properties.target import TargetLoadError
+
+    try:
+        module = api_module_name(args.module)
+    except TargetLoadError as error:
+        return _error(str(error), "check-api")
+    try:
+        invariants = select(args.invariant)
+    except KeyError as error:
+        return _error(error.args[0], "check-api")
+    domain = domain_from(
+        max_alpha=args.max_alpha, max_loss=args.max_loss, dtypes=args.dtypes, device=args.device
+    )
+    skip = tuple(args.skip or ())
+    skipped = {i.id for i in invariants if skipped_by(i, skip)}
+    return _run(args, module, invariants, by_id, domain, kind="api", skipped=skipped, skip=skip)
+
+
+def _run(
+    args: argparse.Namespace,
+    target: str,
+    invariants: list,
+    by_id,
+    domain,
+    *,
+    kind: str,
+    plain=None,
+    skipped: set[str] | frozenset[str] = frozenset(),
+    skip: tuple[str, ...] = (),
+) -> int:
+    """Run ``invariants`` against ``target`` in worker processes; report; the exit status."""
+    from properties import report
+    from properties.database import run_storage
+    from properties.profiles import default_profile, profile_settings
+    from properties.runner import InvariantResult, invariant_seed
+    from properties.supervisor import Supervisor, TargetUnusable
+    from properties.worker import SearchSettings, WorkRequest
+
+    command = "check-api" if kind == "api" else "check"
     profile = args.profile or default_profile()
     settings = profile_settings(profile, max_examples=args.max_examples)
     search = SearchSettings.of(settings)
@@ -84,7 +142,7 @@ def _check(args: argparse.Namespace) -> int:
     requests = [
         WorkRequest(i.id, search, seeds[i.id], domain, use_database=not args.no_database)
         for i in invariants
-        if i.applies(domain)
+        if i.applies(domain) and i.id not in skipped
     ]
     draw_options = {
         "profile": profile,
@@ -96,18 +154,17 @@ def _check(args: argparse.Namespace) -> int:
     }
 
     out = sys.stdout
-    report.header(target, profile, len(invariants), out)
+    note = f"; --skip {', '.join(skip)}: {len(skipped)} left out" if skip else ""
+    report.header(target, profile, len(invariants), out, command=command, note=note)
     start = time.perf_counter()
-    results: dict[str, InvariantResult] = {
-        i.id: InvariantResult(i.id, "not applicable", 0, 0.0)
-        for i in invariants
-        if not i.applies(domain)
-    }
+    results: dict[str, InvariantResult] = {}
+    for i in invariants:
+        if i.id in skipped:
+            results[i.id] = InvariantResult(i.id, "skipped", 0, 0.0)
+        elif not i.applies(domain):
+            results[i.id] = InvariantResult(i.id, "not applicable", 0, 0.0)
     for result in results.values():
         report.row(by_id(result.invariant_id), result, out)
-    plain = replace(
-        EDGE_CASES["single-token-rows"].case, dtype=domain.dtypes[0], device=args.device
-    )
     jobs = min(args.jobs, max(1, len(requests)))
     try:
         with (
@@ -120,19 +177,26 @@ def _check(args: argparse.Namespace) -> int:
                 call_timeout=args.call_timeout,
                 environment=environment,
                 threads=max(1, (os.cpu_count() or 1) // jobs),
+                kind=kind,
             ) as supervisor,
         ):
             for result in supervisor.run(requests):
                 results[result.invariant_id] = result
                 report.row(by_id(result.invariant_id), result, out)
     except TargetUnusable as error:
-        return _error(f"{target} cannot be checked: {error}")
+        return _error(f"{target} cannot be checked: {error}", command)
     ordered = [results[i.id] for i in invariants]
     for invariant, result in zip(invariants, ordered, strict=True):
         if result.failure is not None:
             options = {**draw_options, "seed": result.seed}
             report.failure_section(
-                invariant, result, target, options, out, no_database=args.no_database
+                invariant,
+                result,
+                target,
+                options,
+                out,
+                no_database=args.no_database,
+                command=command,
             )
     report.summary(ordered, time.perf_counter() - start, out)
     return exit_status([r.status for r in ordered])
@@ -181,6 +245,46 @@ def build_parser() -> argparse.ArgumentParser:
         help="worker processes (default: 2, or 1 on a single core)",
     )
     check.set_defaults(run=_check)
+
+    from spec.api import PUBLIC_NAMES
+
+    check_api = commands.add_parser(
+        "check-api",
+        help="check an API module (configs, trainer flags, compute_total_loss) against seed 001",
+        description="Run the API invariants against MODULE, a module (MODULE or "
+        f"path/to/file.py) that exposes {', '.join(PUBLIC_NAMES)} under recon_impl's names "
+        "(default: $RECON_API, else recon_impl). The module runs in worker processes. Exit 0: "
+        "every selected invariant ran and held; 1: one failed; 2: the module could not be "
+        "checked (an empty or malformed name, it does not import, it lacks one of the five "
+        "names without --skip, a crash or a timeout) or an option is bad.",
+    )
+    check_api.add_argument("module", nargs="?", help="MODULE or path/to/file.py")
+    check_api.add_argument(
+        "-i",
+        "--invariant",
+        action="append",
+        metavar="ID_OR_GROUP",
+        help="run only these invariants (an id or a group; repeatable); see --list",
+    )
+    check_api.add_argument("--list", action="store_true", help="list the invariants and exit")
+    check_api.add_argument(
+        "--skip",
+        action="append",
+        choices=PUBLIC_NAMES,
+        metavar="NAME",
+        help="leave out the invariants that need NAME (one of the five; repeatable): for a "
+        "module that does not implement it",
+    )
+    for name, options in RUN_OPTIONS:
+        check_api.add_argument(f"--{name}", **options)
+    check_api.add_argument(
+        "-j",
+        "--jobs",
+        type=positive_int,
+        default=min(2, os.cpu_count() or 1),
+        help="worker processes (default: 2, or 1 on a single core)",
+    )
+    check_api.set_defaults(run=_check_api)
 
     doc = commands.add_parser("doc", help="regenerate docs/SPEC.md from the sympy spec")
     doc.add_argument(

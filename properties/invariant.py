@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from hypothesis import strategies as st
 
@@ -69,7 +69,14 @@ class NamedInput:
 
 @dataclass(frozen=True)
 class Invariant:
-    """A property every implementation of the stack must have."""
+    """A property every implementation of the stack must have.
+
+    ``kind`` says what it checks: a stack callable (here), or an API module
+    (``properties.api.invariant.ApiInvariant``); ``probe`` makes what its check calls.
+    """
+
+    kind: ClassVar[str] = "stack"
+    known_groups: ClassVar[tuple[str, ...]] = GROUPS
 
     id: str
     group: str
@@ -89,8 +96,16 @@ class Invariant:
     applies: Callable[[Domain], bool] = field(default=lambda domain: True)
 
     def __post_init__(self) -> None:
-        if self.group not in GROUPS:
-            raise ValueError(f"invariant {self.id}: group must be one of {GROUPS}")
+        if self.group not in self.known_groups:
+            raise ValueError(f"invariant {self.id}: group must be one of {self.known_groups}")
 
     def inputs(self, domain: Domain = DEFAULT_DOMAIN) -> st.SearchStrategy[Any]:
         return self.strategy(domain)
+
+    def probe(self, implementation: Any, observer: Any = None) -> Any:
+        """What the check of one input calls the target through (a fresh one per input)."""
+        return Probe(implementation, observer)
+
+    def unavailable(self, implementation: Any) -> str | None:
+        """Why the target lacks what this invariant needs (None: it has everything)."""
+        return None

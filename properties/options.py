@@ -186,11 +186,16 @@ def domain_from(*, max_alpha: float, max_loss: float, dtypes: str, device: str):
 
 
 def rerun_command(
-    target: str, invariant_id: str, options: dict[str, Any], *, no_database: bool
+    target: str,
+    invariant_id: str,
+    options: dict[str, Any],
+    *,
+    no_database: bool,
+    command: str = "check",
 ) -> str:
-    """``recon-spec check`` with every option that decides what a run draws, shell-quoted:
-    run as printed, it repeats the run of ``invariant_id``."""
-    words: list[str] = ["recon-spec", "check", target, "--invariant", invariant_id]
+    """``recon-spec check`` (or ``check-api``) with every option that decides what a run
+    draws, shell-quoted: run as printed, it repeats the run of ``invariant_id``."""
+    words: list[str] = ["recon-spec", command, target, "--invariant", invariant_id]
     short_names = {registered: short for short, registered in PROFILES.items()}
     for name in DRAW_OPTIONS:
         value = options.get(name)

@@ -1,12 +1,18 @@
 """pytest plugin: the invariants as pytest tests, pointed at any implementation.
 
     pytest --pyargs properties --recon-impl MODULE:CALLABLE [-n 2]
+    pytest --pyargs properties --recon-api MODULE [--recon-skip NAME] [-n 2]
 
 The target may also come from the environment variable RECON_IMPL; without either, the
 bundled ``recon_impl:reconstruction_losses`` is checked. As with ``recon-spec check`` the
 target runs in a worker process (one per pytest process), and a target that cannot be
 checked is never a pass: an empty or unloadable target makes every test an error, a crash
 or a timeout fails its test, and in each of these cases the run exits with status 2.
+
+``--recon-api MODULE`` (or RECON_API) runs the API invariants of ``recon-spec check-api``
+against an API module instead (with ``--recon-impl`` as well, both catalogs run): a name
+the module lacks fails the tests that need it as not checked (exit status 2), unless
+``--recon-skip NAME`` skips them.
 
 Profiles: ``--recon-profile`` names one of the suite's; else ``--hypothesis-profile``
 (any registered hypothesis profile, ``recon-spec-ci`` for instance) is used as hypothesis
@@ -18,6 +24,7 @@ entry point, so its options exist wherever recon-spec is installed.
 from __future__ import annotations
 
 import contextlib
+import os
 
 import pytest
 
@@ -41,21 +48,85 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="also run the opt-in validation invariants",
     )
+    from spec.api import PUBLIC_NAMES
+
+    group.addoption(
+        "--recon-api",
+        metavar="MODULE",
+        help="API module to check with the API invariants (default: $RECON_API; without "
+        "either, the API invariants are deselected)",
+    )
+    group.addoption(
+        "--recon-skip",
+        action="append",
+        default=[],
+        choices=PUBLIC_NAMES,
+        metavar="NAME",
+        help="skip the API invariants that need NAME, one of the five (repeatable)",
+    )
+
+
+STACK_TESTS = "properties.test_conformance"
+API_TESTS = "properties.test_api_conformance"
 
 
 def _collects_conformance(config: pytest.Config) -> bool:
     return any("properties" in str(arg) for arg in config.args)
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
-    if config.getoption("--recon-impl") is None and not _collects_conformance(config):
+def _checks_api(config: pytest.Config) -> bool:
+    from properties.api.module import API_ENVIRONMENT_VARIABLE
+
+    return config.getoption("--recon-api") is not None or API_ENVIRONMENT_VARIABLE in os.environ
+
+
+def _checks_stack(config: pytest.Config) -> bool:
+    from properties.target import ENVIRONMENT_VARIABLE
+
+    explicit = config.getoption("--recon-impl") is not None or ENVIRONMENT_VARIABLE in os.environ
+    return explicit or not _checks_api(config)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    named = config.getoption("--recon-impl") is not None or _checks_api(config)
+    if not named and not _collects_conformance(config):
         return None
+    from properties.api.module import api_module_name
     from properties.target import TargetLoadError, target_name
 
-    try:
-        return f"recon-spec target: {target_name(config.getoption('--recon-impl'))}"
-    except TargetLoadError as error:
-        return f"recon-spec target: none ({error})"
+    lines = []
+    if _checks_stack(config):
+        try:
+            lines.append(f"recon-spec target: {target_name(config.getoption('--recon-impl'))}")
+        except TargetLoadError as error:
+            lines.append(f"recon-spec target: none ({error})")
+    if _checks_api(config):
+        try:
+            lines.append(
+                f"recon-spec API module: {api_module_name(config.getoption('--recon-api'))}"
+            )
+        except TargetLoadError as error:
+            lines.append(f"recon-spec API module: none ({error})")
+    return lines
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The stack's invariants run unless only an API module is named; the API invariants
+    run when one is. Only this plugin's own test modules are touched."""
+    unwanted = set()
+    if not _checks_api(config):
+        unwanted.add(API_TESTS)
+    if not _checks_stack(config):
+        unwanted.add(STACK_TESTS)
+    if not unwanted:
+        return
+    kept, dropped = [], []
+    for item in items:
+        module = getattr(getattr(item, "module", None), "__name__", None)
+        (dropped if module in unwanted else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -69,15 +140,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 class _RunContext:
-    """What every conformance test of a session shares: the target's worker, the options."""
+    """What every conformance test of a session shares: the target's worker, the options.
+    ``kind`` is ``stack`` (``--recon-impl``) or ``api`` (``--recon-api``)."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, kind: str = "stack") -> None:
         from dataclasses import replace
 
         from hypothesis import settings
 
+        from properties.api.module import api_module_name
         from properties.database import run_storage
-        from properties.invariants import by_id
         from properties.invariants.edge_cases import EDGE_CASES
         from properties.options import domain_from
         from properties.profiles import default_profile, profile_settings, run_settings
@@ -85,7 +157,17 @@ class _RunContext:
         from properties.target import target_name
 
         option = config.getoption
-        self.target = target_name(option("--recon-impl"))  # TargetLoadError: an error
+        self.kind = kind
+        self.command = "check-api" if kind == "api" else "check"
+        if kind == "api":
+            from properties.api import by_id
+
+            self.target = api_module_name(option("--recon-api"))  # TargetLoadError: an error
+        else:
+            from properties.invariants import by_id
+
+            self.target = target_name(option("--recon-impl"))  # TargetLoadError: an error
+        self.skip = tuple(option("--recon-skip") or ())
         examples = option("--recon-max-examples")
         if option("--recon-profile") is None and option("hypothesis_profile", None):
             self.profile = option("hypothesis_profile")
@@ -116,10 +198,11 @@ class _RunContext:
         self.supervisor = self._resources.enter_context(
             Supervisor(
                 self.target,
-                plain_input=plain,
+                plain_input=None if kind == "api" else plain,
                 statement_of=lambda invariant_id: by_id(invariant_id).statement,
                 call_timeout=option("--recon-call-timeout"),
                 environment=environment,
+                kind=kind,
             )
         )
 
@@ -147,14 +230,78 @@ def recon_run(request: pytest.FixtureRequest):
     context.close()
 
 
+@pytest.fixture(scope="session")
+def recon_api_run(request: pytest.FixtureRequest):
+    """The session's ``_RunContext`` for the API module."""
+    context = _RunContext(request.config, kind="api")
+    yield context
+    context.close()
+
+
+def _context(request: pytest.FixtureRequest, name: str):
+    from properties.target import TargetLoadError
+
+    try:
+        return request.getfixturevalue(name)
+    except TargetLoadError as error:
+        request.node.user_properties.append(UNCHECKED)
+        raise pytest.UsageError(f"recon-spec: {error}") from None
+
+
 @pytest.fixture
 def recon_context(request: pytest.FixtureRequest):
     """``recon_run`` for one test; a target that cannot be named marks the test (and so the
     run) as not checked."""
-    from properties.target import TargetLoadError
+    return _context(request, "recon_run")
 
-    try:
-        return request.getfixturevalue("recon_run")
-    except TargetLoadError as error:
+
+@pytest.fixture
+def recon_api_context(request: pytest.FixtureRequest):
+    """``recon_api_run`` for one test, as ``recon_context``."""
+    return _context(request, "recon_api_run")
+
+
+def run_conformance_test(invariant, context: _RunContext, request: pytest.FixtureRequest) -> None:
+    """One invariant as one test: passes, fails with the report's section, or fails as not
+    checked (the run then exits 2)."""
+    import io
+
+    from properties.report import failure_section
+    from properties.runner import invariant_seed
+    from properties.supervisor import TargetUnusable
+    from properties.worker import SearchSettings, WorkRequest
+
+    if not invariant.applies(context.domain):
+        pytest.skip(f"{invariant.id} says nothing on the chosen domain")
+    if context.unusable is not None:
         request.node.user_properties.append(UNCHECKED)
-        raise pytest.UsageError(f"recon-spec: {error}") from None
+        pytest.fail(context.unusable, pytrace=False)
+    seed = invariant_seed(invariant, context.seed, context.settings)
+    work = WorkRequest(
+        invariant.id,
+        SearchSettings.of(context.settings),
+        seed,
+        context.domain,
+        use_database=not context.no_database,
+    )
+    try:
+        (result,) = context.supervisor.run([work])
+    except TargetUnusable as error:
+        context.unusable = f"recon-spec: {context.target} cannot be checked: {error}"
+        request.node.user_properties.append(UNCHECKED)
+        pytest.fail(context.unusable, pytrace=False)
+    if result.status == "passed":
+        return
+    if result.status != "failed":  # crashed, timed out, not checked, or the suite's error
+        request.node.user_properties.append(UNCHECKED)
+    text = io.StringIO()
+    failure_section(
+        invariant,
+        result,
+        context.target,
+        context.draw_options(result.seed),
+        text,
+        no_database=context.no_database,
+        command=context.command,
+    )
+    pytest.fail(text.getvalue(), pytrace=False)

@@ -15,13 +15,17 @@ MARKS = {
     "crashed": "CRASHED",
     "timed out": "TIMEOUT",
     "error": "ERROR",
+    "not checked": "MISSING",
+    "skipped": "skip",
 }
 RULE = "=" * 100
 
 
-def header(target: str, profile: str, count: int, out: TextIO) -> None:
-    out.write(f"recon-spec check: {target}\n")
-    out.write(f"profile {profile}, {count} invariants\n\n")
+def header(
+    target: str, profile: str, count: int, out: TextIO, *, command: str = "check", note: str = ""
+) -> None:
+    out.write(f"recon-spec {command}: {target}\n")
+    out.write(f"profile {profile}, {count} invariants{note}\n\n")
     out.write(f"{'invariant':<32} {'group':<11} {'result':<7} {'examples':>8} {'time':>8}\n")
     out.flush()
 
@@ -38,7 +42,7 @@ def _input_lines(result: InvariantResult) -> list[str]:
     failure = result.failure
     assert failure is not None
     lines = []
-    if result.status == "error":
+    if result.status in ("error", "not checked"):
         return []
     if result.status in ("crashed", "timed out"):
         return ["", "the input of that call:", f"  {failure.minimal_input}"]
@@ -84,9 +88,11 @@ def failure_section(
     out: TextIO,
     *,
     no_database: bool = False,
+    command: str = "check",
 ) -> None:
-    """The section of one invariant that did not hold (failed, crashed or timed out);
-    ``options`` are the run's draw options (``properties.options.DRAW_OPTIONS``)."""
+    """The section of one invariant that did not hold (failed, crashed or timed out) or
+    could not be checked; ``options`` are the run's draw options
+    (``properties.options.DRAW_OPTIONS``)."""
     failure = result.failure
     assert failure is not None
     out.write(f"\n{RULE}\n{MARKS[result.status]} {invariant.id}: {invariant.statement}\n")
@@ -96,14 +102,19 @@ def failure_section(
         out.write("\nlikely cause (the outputs observed above, against the spec's):\n")
         for finding in failure.diagnosis:
             out.write(f"  - {finding}\n")
-    out.write("\n".join(_input_lines(result)) + "\n")
+    lines = _input_lines(result)
+    if lines:
+        out.write("\n".join(lines) + "\n")
     if failure.traceback:
         out.write("\ntraceback:\n" + failure.traceback)
     if failure.reproduction:
         out.write("\nreproduce without hypothesis (copy into a file and run it):\n")
         out.write("-" * 100 + "\n" + failure.reproduction.rstrip() + "\n" + "-" * 100 + "\n")
-    command = rerun_command(target, invariant.id, options, no_database=no_database)
-    out.write(f"rerun this invariant: {command}\n")
+    if result.status != "not checked":
+        rerun = rerun_command(
+            target, invariant.id, options, no_database=no_database, command=command
+        )
+        out.write(f"rerun this invariant: {rerun}\n")
     out.flush()
 
 
@@ -112,9 +123,11 @@ def summary(results: list[InvariantResult], seconds: float, out: TextIO) -> None
     examples = sum(r.examples for r in results)
     parts = [f"{len(counts['passed'])} passed", f"{len(counts['failed'])} failed"]
     parts += [
-        f"{len(counts[s])} {s}" for s in ("crashed", "timed out", "not applicable") if counts[s]
+        f"{len(counts[s])} {s}"
+        for s in ("crashed", "timed out", "not checked", "not applicable", "skipped")
+        if counts[s]
     ]
-    bad = counts["failed"] + counts["crashed"] + counts["timed out"]
+    bad = counts["failed"] + counts["crashed"] + counts["timed out"] + counts["not checked"]
     out.write(
         f"\n{', '.join(parts)}, {examples} examples in {seconds:.1f}s"
         + (f": {', '.join(bad)}" if bad else "")

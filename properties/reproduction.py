@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from properties.cases import DTYPE_NAMES, format_config, format_rows
+from properties.cases import DTYPE_NAMES, LossCase, format_config, format_rows
 from properties.target import Call, is_file_target
 
 
@@ -26,19 +26,37 @@ def _dtype(dtype) -> str:
     return f"torch.{DTYPE_NAMES.get(dtype, str(dtype).removeprefix('torch.'))}"
 
 
-def render_call(index: int, call: Call) -> list[str]:
-    case, k = call.case, index
+def input_lines(
+    case: LossCase,
+    k: int,
+    *,
+    token_nll_requires_grad: bool = False,
+    zfree_requires_grad: bool = False,
+) -> list[str]:
+    """``token_nll_k``, ``zfree_token_nll_k`` and ``mask_k`` of ``case``, written out."""
     device = "" if case.device == "cpu" else f", device={case.device!r}"
     grad = ", requires_grad=True"
     shape = f".reshape({case.shape[0]}, {case.shape[1]})" if 0 in case.shape else ""
-    lines = [
+    return [
         f"token_nll_{k} = torch.tensor({format_rows(case.token_nll)}, "
-        f"dtype={_dtype(case.dtype)}{device}{grad if call.token_nll_requires_grad else ''})"
+        f"dtype={_dtype(case.dtype)}{device}{grad if token_nll_requires_grad else ''})"
         f"{shape}",
         f"zfree_token_nll_{k} = torch.tensor({format_rows(case.zfree_token_nll)}, "
-        f"dtype={_dtype(case.dtype)}{device}{grad if call.zfree_requires_grad else ''}){shape}",
+        f"dtype={_dtype(case.dtype)}{device}{grad if zfree_requires_grad else ''}){shape}",
         f"mask_{k} = torch.tensor({format_rows(case.mask)}, dtype={_dtype(case.mask_dtype)}"
         f"{device}){shape}",
+    ]
+
+
+def render_call(index: int, call: Call) -> list[str]:
+    case, k = call.case, index
+    lines = [
+        *input_lines(
+            case,
+            k,
+            token_nll_requires_grad=call.token_nll_requires_grad,
+            zfree_requires_grad=call.zfree_requires_grad,
+        ),
         f"config_{k} = {format_config(case.config)}",
         *(line.format(k=k) for line in call.adjust),
         f"out_{k} = impl(token_nll_{k}, zfree_token_nll_{k}, mask_{k}, config_{k})",

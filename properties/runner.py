@@ -40,7 +40,6 @@ from properties.cases import LossCase
 from properties.database import FailureStore
 from properties.diagnosis import diagnose_violation
 from properties.invariant import Invariant, InvariantViolation, NamedInput
-from properties.reproduction import render
 from properties.strategies import DEFAULT_DOMAIN, Domain
 from properties.target import CallObserver, Implementation, Probe
 from spec.terms import TOTAL
@@ -50,8 +49,19 @@ BOUNDED_SHRINK_CALLS = 40
 #: the name of a saved failure among the inputs tried first
 SAVED = "saved"
 
-#: "error": the suite itself failed on the invariant (never the target's fault)
-STATUSES = ("passed", "failed", "not applicable", "crashed", "timed out", "error")
+#: "error": the suite itself failed on the invariant (never the target's fault); "not
+#: checked": the target lacks what the invariant needs (an API module without one of the
+#: five names); "skipped": left out on request (``recon-spec check-api --skip NAME``)
+STATUSES = (
+    "passed",
+    "failed",
+    "not applicable",
+    "crashed",
+    "timed out",
+    "error",
+    "not checked",
+    "skipped",
+)
 
 
 @dataclass
@@ -131,7 +141,7 @@ class _Attempts:
         self.count += 1
         if self.observer is not None:
             self.observer.example_started()
-        probe = Probe(self.implementation, self.observer)
+        probe = self.invariant.probe(self.implementation, self.observer)
         self.last = (probe, drawn)
         try:
             self.invariant.check(probe, drawn)
@@ -205,6 +215,10 @@ def run_invariant(
     """
     if not invariant.applies(domain):
         return InvariantResult(invariant.id, "not applicable", 0, 0.0)
+    missing = invariant.unavailable(implementation)
+    if missing is not None:
+        failure = Failure(missing, "", "", shrunk=False)
+        return InvariantResult(invariant.id, "not checked", 0, 0.0, failure)
     start = time.perf_counter()
     used_seed = invariant_seed(invariant, seed, settings)
     store = FailureStore(use_database, invariant.id, target)
@@ -306,11 +320,14 @@ def _failure(
     else:
         message = f"the check raised {type(error).__name__}: {error}"
         trace = "".join(traceback.format_exception(error))
-    calls = probe.calls if probe else []
+    if probe is None:  # no input was tried: a script without calls
+        probe = invariant.probe(None)
+    calls = probe.calls
+    script = probe.script(target, invariant.id, invariant.statement, message)
     return Failure(
         message=message,
         minimal_input=repr(drawn),
-        reproduction=render(target, invariant.id, invariant.statement, calls, message),
+        reproduction=script,
         diagnosis=diagnose_violation(error, calls),
         traceback=trace,
     )

@@ -9,7 +9,8 @@ invariants. Workers never outlive the supervisor: they die with it (``worker._di
 and ``close`` ends them.
 
 A target that cannot be loaded, or raises (or dies, or hangs) on a plain valid input, cannot
-be checked at all: ``run`` raises ``TargetUnusable``.
+be checked at all: ``run`` raises ``TargetUnusable``. ``kind`` is the target's: a ``stack``
+callable or an ``api`` module (``properties/worker.py``), whose invariants its workers run.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from properties.options import DEFAULT_CALL_TIMEOUT
-from properties.reproduction import render
 from properties.runner import BOUNDED_SHRINK_CALLS, Failure, InvariantResult
 from properties.target import Call
 from properties.worker import WorkRequest, main
@@ -78,8 +78,10 @@ class Supervisor:
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         environment: dict[str, str] | None = None,
         threads: int = 1,
+        kind: str = "stack",
     ) -> None:
         self.target = target
+        self.kind = kind
         self.plain_input = plain_input
         self.statement_of = statement_of  # invariant id -> its statement (for reports)
         self.jobs = max(1, jobs)
@@ -97,7 +99,15 @@ class Supervisor:
         watch, lifeline = self._context.Pipe(duplex=False)
         process = self._context.Process(
             target=main,
-            args=(theirs, watch, self.target, self.plain_input, self.environment, self.threads),
+            args=(
+                theirs,
+                watch,
+                self.target,
+                self.plain_input,
+                self.environment,
+                self.threads,
+                self.kind,
+            ),
             name="recon-spec-worker",
             daemon=True,
         )
@@ -229,10 +239,9 @@ class Supervisor:
         self._end(worker)
         if not worker.ready:
             self.close()
-            raise TargetUnusable(
-                f"the process loading {self.target} and calling it on a plain valid input "
-                f"died ({how})"
-            )
+            doing = "importing" if self.kind == "api" else "loading"
+            plain = "" if self.kind == "api" else " and calling it on a plain valid input"
+            raise TargetUnusable(f"the process {doing} {self.target}{plain} died ({how})")
         if worker.request is None:  # between invariants: nothing of the report is lost
             return
         where = "in a call of the target" if in_call else "between calls of the target"
@@ -242,8 +251,9 @@ class Supervisor:
         self._end(worker)
         if not worker.ready:
             self.close()
+            what = "import" if self.kind == "api" else "load and run on a plain valid input"
             raise TargetUnusable(
-                f"{self.target} did not load and run on a plain valid input within "
+                f"{self.target} did not {what} within "
                 f"{max(LOAD_TIMEOUT_FLOOR, self.call_timeout):g} s"
             )
         yield self._lost(
@@ -270,11 +280,20 @@ class Supervisor:
             )
         failure = Failure(
             message=message,
-            minimal_input=repr(calls[-1].case) if calls else "(no call of the target yet)",
-            reproduction=render(self.target, request.invariant_id, statement, calls, message),
+            minimal_input=repr(calls[-1].shown_input) if calls else "(no call of the target yet)",
+            reproduction=self._render(request.invariant_id, statement, calls, message),
             shrunk=False,
         )
         seconds = time.monotonic() - worker.request_started
         return InvariantResult(
             request.invariant_id, status, worker.examples, seconds, failure, request.seed
         )
+
+    def _render(self, invariant_id: str, statement: str, calls: list, message: str) -> str:
+        if self.kind == "api":
+            from properties.api.reproduction import render_api
+
+            return render_api(self.target, invariant_id, statement, calls, message)
+        from properties.reproduction import render
+
+        return render(self.target, invariant_id, statement, calls, message)

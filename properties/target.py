@@ -75,14 +75,12 @@ def _private_module_name(path: Path) -> str:
     return "_recon_spec_target_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
 
 
-def load_target(name: str | None = None) -> tuple[str, Implementation]:
-    """Resolve ``MODULE:CALLABLE`` (or ``path/to/file.py:CALLABLE``) to the callable.
+def import_module_named(module_name: str) -> Any:
+    """Import ``module_name`` (a dotted name, or ``path/to/file.py`` under a private name),
+    as a script run from the working directory would; ``TargetLoadError`` if it fails.
 
-    ``None`` means ``$RECON_IMPL``, or the bundled implementation when that is unset.
-    Runs the target's module: call it in a worker process, never in the one that reports.
+    Runs the module: call it in a worker process, never in the one that reports.
     """
-    name = target_name(name)
-    module_name, _, attribute = name.partition(":")
     is_file = is_file_target(module_name)
     # Modules beside the user (and beside a target file) import as they would in a script
     # run from there; a console script's sys.path holds neither. Appended, not prepended:
@@ -91,26 +89,36 @@ def load_target(name: str | None = None) -> tuple[str, Implementation]:
         if folder is not None and str(folder) not in sys.path:
             sys.path.append(str(folder))
     try:
-        if is_file:
-            path = Path(module_name).resolve()
-            if not path.is_file():
-                raise TargetLoadError(f"no Python file at {path}")
-            private = _private_module_name(path)
-            loader_spec = importlib.util.spec_from_file_location(private, path)
-            if loader_spec is None or loader_spec.loader is None:
-                raise TargetLoadError(f"{path} cannot be loaded as a Python module")
-            module = importlib.util.module_from_spec(loader_spec)
-            sys.modules[private] = module
-            loader_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
+        if not is_file:
+            return importlib.import_module(module_name)
+        path = Path(module_name).resolve()
+        if not path.is_file():
+            raise TargetLoadError(f"no Python file at {path}")
+        private = _private_module_name(path)
+        loader_spec = importlib.util.spec_from_file_location(private, path)
+        if loader_spec is None or loader_spec.loader is None:
+            raise TargetLoadError(f"{path} cannot be loaded as a Python module")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[private] = module
+        loader_spec.loader.exec_module(module)
+        return module
     except TargetLoadError:
         raise
     except Exception as error:  # the user's module may fail in any way at import
         raise TargetLoadError(
             f"cannot import {module_name!r}: {type(error).__name__}: {error}"
         ) from error
-    value: Any = module
+
+
+def load_target(name: str | None = None) -> tuple[str, Implementation]:
+    """Resolve ``MODULE:CALLABLE`` (or ``path/to/file.py:CALLABLE``) to the callable.
+
+    ``None`` means ``$RECON_IMPL``, or the bundled implementation when that is unset.
+    Runs the target's module: call it in a worker process, never in the one that reports.
+    """
+    name = target_name(name)
+    module_name, _, attribute = name.partition(":")
+    value: Any = import_module_named(module_name)
     for part in attribute.split("."):
         if not hasattr(value, part):
             raise TargetLoadError(f"{module_name!r} has no attribute {attribute!r}")
@@ -164,6 +172,11 @@ class Call:
     #: how a call that never returned ended (its process died, or it timed out)
     ended: str | None = None
 
+    @property
+    def shown_input(self) -> LossCase:
+        """The input a report shows for this call."""
+        return self.case
+
 
 class CallObserver(Protocol):
     """Told about every input and call of the target (the worker reports them)."""
@@ -191,6 +204,12 @@ class Probe:
     implementation: Implementation
     observer: CallObserver | None = None
     calls: list[Call] = field(default_factory=list)
+
+    def script(self, target: str, invariant_id: str, statement: str, message: str) -> str:
+        """The recorded calls as a standalone script (``properties/reproduction.py``)."""
+        from properties.reproduction import render
+
+        return render(target, invariant_id, statement, self.calls, message)
 
     @contextlib.contextmanager
     def _calling(self, call: Call) -> Iterator[None]:

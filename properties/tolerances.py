@@ -132,3 +132,16 @@ def gradient_tolerance(input_dtype: torch.dtype, *, length: int, alpha: float) -
     return Tolerance(
         rtol=computed.rtol + unit_roundoff(input_dtype), atol=underflow_unit(input_dtype)
     )
+
+
+def weighted_sum_tolerance(result_dtype: torch.dtype, *, terms: int) -> Tolerance:
+    """Tolerance of ``x_0 + w_1 x_1 + ... + w_k x_k`` computed in ``result_dtype`` (the
+    total of ``compute_total_loss``), relative to ``|x_0| + sum |w_i x_i|``.
+
+    Each product rounds once and each addition once, at most ``u`` times the sum of the
+    magnitudes so far: ``2 (k + 1) u`` in all, whatever the order of the additions. The
+    factor 2 over that is the module docstring's margin. (The rounding of ``x_0`` itself,
+    the reconstruction total, is its own tolerance's: ``case_tolerance``.)
+    """
+    u = unit_roundoff(computation_dtype(result_dtype))
+    return Tolerance(rtol=4.0 * (terms + 1) * u)

@@ -1,5 +1,9 @@
 """The worker process: loads the target, runs invariants on request, reports every call.
 
+The target is of one of two kinds: a ``stack`` callable (``recon-spec check``), loaded and
+called once on a plain valid input before anything else, or an ``api`` module
+(``recon-spec check-api``), imported; the invariants are those of its kind.
+
 The target only ever runs here, never in the process that writes the report: a target that
 exits, segfaults or hangs takes a worker with it, and the supervisor
 (``properties/supervisor.py``) reports that and carries on with a fresh one. The two talk
@@ -8,7 +12,7 @@ over one connection, in tuples whose first element says what they are:
 =====================================  ==================================================
 worker -> supervisor                   meaning
 =====================================  ==================================================
-``("ready",)``                         the target loaded and ran on a plain input
+``("ready",)``                         the target loaded (and ran on a plain input)
 ``("unusable", reason)``               it cannot be checked; ``reason`` is for the user
 ``("example",)``                       a new input starts (its calls follow)
 ``("call", Call)``                     a call of the target starts
@@ -128,8 +132,10 @@ def main(
     plain_input: Any,
     environment: dict[str, str],
     threads: int,
+    kind: str = "stack",
 ) -> None:
-    """The worker's life: load, check on a plain input, then run requests until told to stop."""
+    """The worker's life: load (and, for a stack, check on a plain input), then run
+    requests until told to stop."""
     _die_with(lifeline)
     os.environ.update(environment)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
@@ -140,11 +146,15 @@ def main(
     from properties.runner import run_invariant
 
     reporter = _Reporter(connection)
-    implementation = _load(connection, reporter, target, plain_input)
+    if kind == "api":
+        implementation = _load_api(connection, target)
+        from properties.api import by_id
+    else:
+        implementation = _load(connection, reporter, target, plain_input)
+        from properties.invariants import by_id
     if implementation is None:
         return
     connection.send(("ready",))
-    from properties.invariants import by_id
 
     while True:
         message = connection.recv()
@@ -178,6 +188,20 @@ def _suite_error(request: WorkRequest, trace: str) -> Any:
     message = "the suite itself failed while running this invariant (not your target's fault)"
     failure = Failure(message, "", "", traceback=trace, shrunk=False)
     return InvariantResult(request.invariant_id, "error", 0, 0.0, failure, request.seed)
+
+
+def _load_api(connection: Connection, target: str):
+    """The API module, or None (and the supervisor told why) when it does not import. A
+    module that lacks some of the five names is still checked: the invariants that need a
+    missing one report it (``properties.api.invariant``)."""
+    from properties.api.module import load_api_module
+    from properties.target import TargetLoadError
+
+    try:
+        return load_api_module(target)
+    except TargetLoadError as error:
+        connection.send(("unusable", str(error)))
+        return None
 
 
 def _load(connection: Connection, reporter: _Reporter, target: str, case: Any):

@@ -1,5 +1,7 @@
 """docs/GUIDE.md, "Checking your own implementation": the example adapter, as written,
-passes ``recon-spec check``, and a one-character slip in it is caught."""
+passes ``recon-spec check``, and a one-character slip in it is caught; "Checking the whole
+API": the example trainer's API adapter passes ``recon-spec check-api``, and a slip in it
+is caught."""
 
 from __future__ import annotations
 
@@ -11,8 +13,11 @@ from pathlib import Path
 GUIDE = Path(__file__).parents[2] / "docs" / "GUIDE.md"
 
 
-def write_guide_files(folder: Path) -> dict[str, str]:
-    section = GUIDE.read_text().split("\n## Checking your own implementation\n")[1]
+API_SECTION = "Checking the whole API: `recon-spec check-api`"
+
+
+def write_guide_files(folder: Path, title: str = "Checking your own implementation") -> dict:
+    section = GUIDE.read_text().split(f"\n## {title}\n")[1]
     section = section.split("\n## ")[0]
     files = {}
     for block in re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL):
@@ -49,3 +54,49 @@ def test_a_slip_in_the_adapter_is_caught(tmp_path: Path) -> None:
     done = check(tmp_path, "-i", "oracle-agreement", "--max-examples", "10", "--no-database")
     assert done.returncode == 1
     assert "FAILED oracle-agreement" in done.stdout
+
+
+def test_the_guide_api_adapter_passes_check_api(tmp_path: Path) -> None:
+    write_guide_files(tmp_path)  # mylab_losses.py, the trainer's stack
+    files = write_guide_files(tmp_path, API_SECTION)
+    assert set(files) == {"mylab_settings.py", "mylab_cli.py", "mylab_objective.py", "recon_api.py"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "properties.cli",
+            "check-api",
+            "recon_api",
+            "--profile",
+            "ci",
+            "--max-examples",
+            "15",
+            "--no-database",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "15 passed, 0 failed" in done.stdout
+
+
+def test_a_slip_in_the_api_adapter_is_caught(tmp_path: Path, monkeypatch) -> None:
+    from hypothesis import settings
+
+    from properties.api import by_id
+    from properties.profiles import profile_settings
+    from properties.runner import run_invariant
+    from properties.target import import_module_named
+
+    write_guide_files(tmp_path)
+    write_guide_files(tmp_path, API_SECTION)
+    adapter = tmp_path / "recon_api.py"
+    # the classic slip again: the valid-token mask where the objective wants the padding
+    adapter.write_text(adapter.read_text().replace("padding=~mask.bool()", "padding=mask.bool()"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = import_module_named(str(adapter))
+    quick = settings(profile_settings("ci"), max_examples=10)
+    result = run_invariant(by_id("total-loss-reconstruction"), module, target="t", settings=quick)
+    assert result.status == "failed"

@@ -25,7 +25,7 @@ def test_the_weight_fields_and_flags_come_from_the_term_registry() -> None:
     assert [f.flag for f in fields[:5]] == [term.flag for term in terms.TERMS]
     assert list(api.FLAGS.values()) == [f.name for f in fields if f.flag]
     assert len(api.FLAGS) == 7
-    assert api.REPLACEMENT_FLAG == terms.DIST.flag
+    assert terms.DIST.flag == api.REPLACEMENT_FLAG
     assert api.BUNDLE_NAMES[: len(terms.LOSS_NAMES)] == terms.LOSS_NAMES
 
 

@@ -1,0 +1,67 @@
+"""A failure of an API invariant as a standalone script: every use of the module that the
+failing input made, in order, with what happened written beside each; no hypothesis."""
+
+from __future__ import annotations
+
+from properties.api.probe import ApiCall, short
+from properties.target import is_file_target
+
+
+def import_lines(target: str) -> list[str]:
+    """Lines that bind the API module to ``api``."""
+    if is_file_target(target):
+        return [
+            "import importlib.util",
+            f"_spec = importlib.util.spec_from_file_location('api', {target!r})",
+            "api = importlib.util.module_from_spec(_spec)",
+            "_spec.loader.exec_module(api)",
+        ]
+    return [f"import {target} as api"]
+
+
+def call_lines(call: ApiCall) -> list[str]:
+    """The call's lines, the main one annotated with what happened (an entry of
+    ``call.lines`` may span several lines: the annotation goes on its last)."""
+    main = call.main % len(call.lines)
+    lines: list[str] = []
+    for index, entry in enumerate(call.lines):
+        lines += entry.split("\n")
+        if index == main:
+            annotated = len(lines) - 1
+    if call.ended:
+        comment = call.ended
+    elif call.error:
+        comment = f"raises {short(call.error)}"
+    else:
+        comment = call.note
+    if comment:
+        lines[annotated] += f"  # {comment}"
+    if call.error and not call.ended:  # the script goes on to the uses after it
+        lines = [
+            "try:",
+            *(f"    {line}" for line in lines),
+            "except Exception as error:",
+            "    print(f'{type(error).__name__}: {error}')",
+        ]
+    return lines
+
+
+def render_api(
+    target: str, invariant_id: str, statement: str, calls: list[ApiCall], message: str
+) -> str:
+    """The script: imports, each recorded use, and what the spec expects as comments."""
+    lines = [
+        f"# recon-spec check-api invariant {invariant_id}: {statement}",
+        "import argparse",
+        "import dataclasses",
+        "",
+        "import torch",
+        "",
+        *import_lines(target),
+        "",
+    ]
+    for call in calls:
+        lines += [*call_lines(call), ""]
+    lines.append("# What the spec expects:")
+    lines += [f"# {line}".rstrip() for line in message.splitlines()]
+    return "\n".join(lines)

@@ -17,9 +17,7 @@ Sections:
     Forward + backward of ``reconstruction_losses`` as users call it (validation on, every
     weight non-zero) over forward + backward of a plain masked mean of ``token_nll``,
     ``torch.where(mask, l, 0).sum() / mask.sum()``, at B = 64, T = 2048, float32, for
-    alpha in {0, 0.5, 1, 2}; also the same stack with ``validate=False``, and the plain
-    formulation the stack is traced from under ``torch.compile``
-    (``traceable_reconstruction_losses``), run eagerly, for reference.
+    alpha in {0, 0.5, 1, 2}; also the same stack with ``validate=False``.
 ``logits``
     B = 4, T = 512, V = 32000, float32: the cross-entropy of the model's logits (with grad)
     and of the z-free logits (without grad), then the stack and backward; over the same two
@@ -60,7 +58,6 @@ from recon_impl import (
     reconstruction_losses,
     token_nll_from_logits,
 )
-from recon_impl.reconstruction import compute_dtype, traceable_reconstruction_losses
 
 ALPHAS = (0.0, 0.5, 1.0, 2.0)
 STACK_TARGET = {0.0: 2.5, 1.0: 2.5}  # other alphas: 3.0
@@ -164,33 +161,18 @@ def stack_section(device: torch.device, rounds: int) -> bool:
 
         return run
 
-    def plain(alpha: float) -> Callable[[], None]:
-        cfg = config(alpha)
-        dtype = compute_dtype(l.dtype, b.dtype)
-
-        def run() -> None:
-            leaf = l.detach().requires_grad_()
-            values = traceable_reconstruction_losses(leaf, b, mask, cfg, dtype=dtype, validate=True)
-            values[-1].backward()
-
-        return run
-
     candidates: dict[str, Callable[[], object]] = {"masked mean": baseline}
     for alpha in ALPHAS:
         candidates[f"stack {alpha}"] = stack(alpha, True)
         candidates[f"stack {alpha} unvalidated"] = stack(alpha, False)
-        candidates[f"plain {alpha}"] = plain(alpha)
     times = interleaved(candidates, rounds=rounds, calls=10, device=device)
 
     print(f"\n## stack: forward + backward, B={batch}, T={length}, float32, every weight > 0")
     floor = microseconds(times["masked mean"])
     print(f"masked mean (torch.where(mask, l, 0).sum() / mask.sum()): {floor}")
     print()
-    print(
-        "| alpha | stack (validated) | ratio | target | stack, validate=False | ratio "
-        "| plain formulation | ratio |"
-    )
-    print("| ---: | ---: | ---: | :--- | ---: | ---: | ---: | ---: |")
+    print("| alpha | stack (validated) | ratio | target | stack, validate=False | ratio |")
+    print("| ---: | ---: | ---: | :--- | ---: | ---: |")
     met = True
     for alpha in ALPHAS:
         target = STACK_TARGET.get(alpha, 3.0)
@@ -201,9 +183,7 @@ def stack_section(device: torch.device, rounds: int) -> bool:
             f"| {alpha:g} | {microseconds(times[f'stack {alpha}'])} | {ratio:.2f}x | "
             f"<= {target}x {'met' if ok else 'MISSED'} | "
             f"{microseconds(times[f'stack {alpha} unvalidated'])} | "
-            f"{median_ratio(times, f'stack {alpha} unvalidated', 'masked mean'):.2f}x | "
-            f"{microseconds(times[f'plain {alpha}'])} | "
-            f"{median_ratio(times, f'plain {alpha}', 'masked mean'):.2f}x |"
+            f"{median_ratio(times, f'stack {alpha} unvalidated', 'masked mean'):.2f}x |"
         )
     return met
 

@@ -84,10 +84,17 @@ def test_epsilon_zero_with_a_zero_surprisal_example() -> None:
     call(b=b, config=ReconstructionLossConfig(example_inverse_surprisal_epsilon=1e-3))
 
 
-def test_overflowing_sum_of_finite_values_is_not_an_error() -> None:
-    big = torch.full((1, 2), 3e38)
-    out = call(l=big, b=torch.ones(1, 2), mask=torch.ones(1, 2, dtype=torch.bool))
-    assert math.isinf(out.reconstruction_loss.item())
+@pytest.mark.parametrize("argument", ["token_nll", "zfree_token_nll"])
+def test_a_sum_that_overflows_the_compute_dtype_is_an_error(argument: str) -> None:
+    # finite float32 values whose per-example sum overflows float32: their mean (3e38)
+    # cannot be computed in float32, and the checks say so rather than return inf
+    big, ones, mask = torch.full((1, 2), 3e38), torch.ones(1, 2), torch.ones(1, 2).bool()
+    l, b = (big, ones) if argument == "token_nll" else (ones, big)
+    with pytest.raises(ValueError, match=rf"{argument} is too large .* float32 .* example 0"):
+        call(l=l, b=b, mask=mask)
+    # without the checks the overflow shows as inf or NaN, never as an error
+    out = reconstruction_losses(l, b, mask, ReconstructionLossConfig(), validate=False)
+    assert not all(math.isfinite(v.item()) for v in out.values())
 
 
 WEIGHT_FIELDS = [

@@ -170,7 +170,10 @@ def reduce_statistics(stats: Statistics, plan: Plan) -> Reduction:
     divisor = torch.where(kept, stats.b_mean + plan.epsilon, 1.0)
     terms = (stats.l_mean, stats.l_mean / divisor, stats.l_tok, stats.l_tok / stats.kappa)
     per_example = torch.stack([*terms, stats.b_tok, stats.kappa])
-    means = torch.where(kept, per_example, 0.0).sum(1) / kept_count
+    # each over B' before the sum, which cannot overflow then (means near the dtype's maximum)
+    means = (torch.where(kept, per_example, 0.0) / kept_count).sum(1)
+    if per_example.shape[1] == 0:
+        means = means / kept_count  # B = 0: 0/0, like the other means without an example
     raw, inverse, token, corrected, base, concentration = torch.unbind_copy(means)
     terms = (raw, raw / plan.scale, inverse, token, corrected / plan.scale)
     total = _add([w * term for w, term in zip(plan.weights, terms, strict=True) if w != 0])

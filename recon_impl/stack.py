@@ -87,35 +87,40 @@ def example_statistics(l: Tensor, b: Tensor, valid: Tensor, plan: Plan) -> Stati
     :math:`1/n_i`, as every row's are for alpha = 0 (0^0 = 1). An empty row's means are 0
     (its sums over :math:`\max(n_i, 1)`), and the reduction stage drops the row.
 
-    ``l`` and ``b`` are in the compute dtype and only read. The ``[B, T]`` buffers are
-    the masked l, the masked b (then b/s) and p, each overwritten once its content is spent.
+    ``l`` and ``b`` are only read. The ``[B, T]`` buffers are the masked l, the masked b
+    (then b/s) and p, in the compute dtype, each overwritten once its content is spent.
     """
     count = valid.sum(1, dtype=torch.int32)  # exact, and cheaper than a float sum
     kept = count > 0
     n = count.clamp(min=1).to(plan.dtype)  # an empty row's sums are 0, and so are its means
-    # torch.where, never a product with the mask: padded NaN and inf must not leak.
-    l_valid = torch.where(valid, l, 0.0)
-    b_valid = torch.where(valid, b, 0.0)
+    # torch.where, never a product with the mask: padded NaN and inf must not leak. Then
+    # the compute dtype (a copy only for low-precision inputs), contiguous so that the row
+    # sums add in the same order whatever the inputs' strides.
+    l_valid, b_valid = (_in_dtype(torch.where(valid, x, 0.0), plan) for x in (l, b))
     l_sum, b_sum = l_valid.sum(1), b_valid.sum(1)
     b_min = b_valid.amin(1) if plan.validate and b.shape[1] > 0 else None
-    uniform = shares = None
+    l_mean, b_mean = l_sum / n, b_sum / n
     if plan.alpha == 0.0:
-        sums = torch.stack([n, l_sum, b_sum])[None]  # (n, sum l, sum b), once
-    else:
-        shares, share_sums = _share_sums(l_valid, b_valid, plan)
-        sums = torch.stack([n, l_sum, b_sum, *share_sums]).view(2, 3, -1)
-        uniform = sums[1, 0] == 0
-        sums[1] = torch.where(uniform, sums[0], sums[1])
-    # (lbar, bbar) over n, and (ltok, btok) over q: the same for alpha = 0
-    means = sums[:, 1:] / sums[:, :1]
-    (l_mean, b_mean), (l_tok, b_tok) = means[0], means[-1]
+        kappa = torch.ones_like(n)
+        return Statistics(
+            kept, n, l_mean, b_mean, l_mean, b_mean, kappa, n, None, None, b_sum, b_min
+        )
+    shares, share_sum, share_l_sum, share_b_sum = _share_sums(l_valid, b_valid, plan)
+    uniform = share_sum == 0
+    share_sum = torch.where(uniform, n, share_sum)
+    l_tok = torch.where(uniform, l_mean, share_l_sum / share_sum)
+    b_tok = torch.where(uniform, b_mean, share_b_sum / share_sum)
     kappa = torch.where(b_mean > 0, b_tok / b_mean, 1.0)  # an unselected 0/0 is harmless
     return Statistics(
-        kept, n, l_mean, b_mean, l_tok, b_tok, kappa, sums[-1, 0], uniform, shares, b_sum, b_min
+        kept, n, l_mean, b_mean, l_tok, b_tok, kappa, share_sum, uniform, shares, b_sum, b_min
     )
 
 
-def _share_sums(l_valid: Tensor, b_valid: Tensor, plan: Plan) -> tuple[Tensor, list[Tensor]]:
+def _in_dtype(x: Tensor, plan: Plan) -> Tensor:
+    return x.to(plan.dtype).contiguous()  # (to's memory_format= leaves a transpose alone)
+
+
+def _share_sums(l_valid: Tensor, b_valid: Tensor, plan: Plan) -> tuple[Tensor, ...]:
     """p, and per example (q, sum p l, sum p b); overwrites ``l_valid`` and ``b_valid``."""
     b_max = b_valid.amax(1) if b_valid.shape[1] > 0 else b_valid.sum(1)
     scale = torch.where(b_max > 0, b_max, 1.0)
@@ -135,7 +140,7 @@ def _share_sums(l_valid: Tensor, b_valid: Tensor, plan: Plan) -> tuple[Tensor, l
             shares = torch.pow(x, max(plan.alpha, torch.finfo(plan.dtype).tiny))
         share_x_sum = x.mul_(shares).sum(1)  # x is spent: p x in its place
     share_l_sum = l_valid.mul_(shares).sum(1)  # the masked l is spent: p l in its place
-    return shares, [shares.sum(1), share_l_sum, share_x_sum * scale]
+    return shares, shares.sum(1), share_l_sum, share_x_sum * scale
 
 
 class Reduction(NamedTuple):
@@ -165,7 +170,7 @@ def reduce_statistics(stats: Statistics, plan: Plan) -> Reduction:
     Divisions, never products with reciprocals, which overflow for a tiny eps or c. Each
     output is a tensor of its own (not a view), so that the caller may modify it in place.
     """
-    kept, kept_count = stats.kept, stats.kept.sum()
+    kept, kept_count = stats.kept, stats.kept.sum().to(plan.dtype)
     # (1 on a dropped row, whose bbar + eps may be 0: every coefficient stays finite)
     divisor = torch.where(kept, stats.b_mean + plan.epsilon, 1.0)
     terms = (stats.l_mean, stats.l_mean / divisor, stats.l_tok, stats.l_tok / stats.kappa)
@@ -216,10 +221,15 @@ def token_gradient(
     """
     (state, kept_count, *shares), total = saved, upstream[7]
     count, share_sum, divisor, kappa = state
-    a = [_upstream(upstream[k], w, total) for k, w in enumerate(plan.weights)]
+    w_raw, w_dist, w_ex, w_tok, w_cc = plan.weights
     c = plan.scale
-    per_token = _present([a[0], _div(a[1], c), _div(a[2], divisor)])  # times 1/(B' n_i)
-    m = _add(_present([a[3], _div(_div(a[4], c), kappa)]))  # times pi_it / B'
+    # sum_k a_k dR_k/dl times B' n_i over the uniform-weight terms, and m_i (times pi_it/B')
+    # over the share-weighted ones, with the weights' part as one number each
+    ex = _add([_scaled(total, w_ex), upstream[2]])
+    per_token = [_scaled(total, w_raw + w_dist / c), upstream[0], _div(upstream[1], c)]
+    per_token = _present([*per_token, _div(ex, divisor)])
+    corrected = _add([_scaled(total, w_cc / c), _div(upstream[4], c)])
+    m = _add([_scaled(total, w_tok), upstream[3], _div(corrected, kappa)])
     uniform, p = shares if shares else (None, None)
     if m is not None:
         # uniform shares put m on the uniform weights (every row's for alpha = 0)
@@ -237,9 +247,9 @@ def token_gradient(
     return torch.where(valid, grad, grad.new_zeros(()), out=out)
 
 
-def _upstream(own: Tensor | None, weight: float, total: Tensor | None) -> Tensor | None:
-    """a_k = g_k + w_k g_J, without what is absent (no g_k; no g_J, or w_k = 0)."""
-    return _add(_present([own, None if total is None or weight == 0 else weight * total]))
+def _scaled(total: Tensor | None, weight: float) -> Tensor | None:
+    """``weight * total``, or None where it is absent (no total's gradient, or weight 0)."""
+    return None if total is None or weight == 0 else total * weight
 
 
 def _div(x: Tensor | None, divisor: Tensor | float) -> Tensor | None:
@@ -250,17 +260,16 @@ def _present(parts: Sequence[Tensor | None]) -> list[Tensor]:
     return [x for x in parts if x is not None]
 
 
-def _add(parts: Sequence[Tensor]) -> Tensor | None:
-    return functools.reduce(operator.add, parts) if parts else None
+def _add(parts: Sequence[Tensor | None]) -> Tensor | None:
+    """The sum of the parts that are present, or None if none is."""
+    present = _present(parts)
+    return functools.reduce(operator.add, present) if present else None
 
 
 def stack_values(l: Tensor, b: Tensor, valid: Tensor, plan: Plan) -> tuple[tuple[Tensor, ...], Any]:
     """Both stages: the eight values, the validation flag (None without validation) and
     the reduction, differentiable by autograd where ``l`` requires grad."""
-    # contiguous, so that the row sums add in the same order whatever the inputs' strides
-    contiguous = torch.contiguous_format
-    l, b = (x.to(plan.dtype, memory_format=contiguous) for x in (l, b))
-    stats = example_statistics(l, b, valid.contiguous(), plan)
+    stats = example_statistics(l, b, valid, plan)
     reduction = reduce_statistics(stats, plan)
     flag = None
     if plan.validate:

@@ -90,8 +90,12 @@ class ReconstructionLosses(Mapping[str, Tensor]):
         return len(RECONSTRUCTION_LOSS_NAMES)
 
     def __repr__(self) -> str:
-        body = ", ".join(f"{k}={float(v.detach()):.6g}" for k, v in self.items())
+        body = ", ".join(f"{k}={_format(v)}" for k, v in self.items())
         return f"ReconstructionLosses({body})"
+
+
+def _format(value: Tensor) -> str:
+    return f"<{value.dtype} on meta>" if value.is_meta else f"{float(value.detach()):.6g}"
 
 
 # The dtype the stack computes in, for each input dtype it takes: float32 or better.
@@ -107,7 +111,7 @@ def compute_dtype(token_nll: Tensor, zfree_token_nll: Tensor) -> torch.dtype:
     """float32 or better: the promoted dtype of the two losses, raised to float32 when narrower.
 
     Raises ``ValueError`` for a dtype other than float16, bfloat16, float32 and float64
-    (float8 has too few bits to hold a loss, and torch offers no arithmetic on it).
+    (float8 holds too few bits for a loss, and most torch arithmetic does not take it).
     """
     for name, value in (("token_nll", token_nll), ("zfree_token_nll", zfree_token_nll)):
         if value.dtype not in _COMPUTE_DTYPE:
@@ -154,8 +158,9 @@ def reconstruction_losses(
         the total's value or gradient, even where it overflows.
 
     The stack is one autograd node whose backward writes the gradient in one pass
-    (``recon_impl.stack``); the same code is traced by ``torch.compile`` (one graph with
-    ``validate=False``) and runs under ``torch.func`` transforms.
+    (``recon_impl.stack``); ``torch.compile`` traces the same code (one graph with
+    ``validate=False``), and under ``torch.func`` transforms autograd differentiates its
+    two stages instead of the analytic backward.
     """
     if validate:
         if not isinstance(config, ReconstructionLossConfig):

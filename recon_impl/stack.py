@@ -4,8 +4,8 @@ the analytic gradient that makes the two one autograd node.
 The statistics stage reads ``token_nll`` (l), ``zfree_token_nll`` (b) and the mask once
 each and reduces them to per-example vectors (:func:`example_statistics`); the reduction
 stage is arithmetic on those ``[B]`` vectors (:func:`reduce_statistics`). The same code
-runs eagerly, under ``torch.compile`` (which traces forward and backward, in one graph
-when ``validate=False``) and under ``torch.func`` transforms.
+runs eagerly and under ``torch.compile`` (forward and backward traced, in one graph when
+``validate=False``); under ``torch.func`` transforms autograd differentiates the stages.
 
 Every term is linear in l for fixed b, so the gradient of any mix of the five terms takes
 one pass over the data (MATH.md, "Gradients"):
@@ -18,10 +18,8 @@ one pass over the data (MATH.md, "Gradients"):
 with :math:`a_k` the upstream gradient of term :math:`k` (plus :math:`w_k` times that of
 the total, for the terms with :math:`w_k \ne 0`), :math:`p` the share numerators and
 :math:`u_i, v_i` per-example coefficients (:func:`token_gradient`). Each of the five terms
-keeps its own gradient; the two diagnostics carry none, and nothing flows to b.
-
-Most of a call's cost at moderate sizes is per torch call, not per element, so the
-per-example arithmetic works on stacked ``[k, B]`` tensors where that spares calls.
+keeps its own gradient; the two diagnostics carry none, and nothing flows to b. (Much of a
+call's cost at moderate sizes is per torch call, not per element: calls are kept few.)
 """
 
 from __future__ import annotations
@@ -117,7 +115,8 @@ def example_statistics(l: Tensor, b: Tensor, valid: Tensor, plan: Plan) -> Stati
 
 
 def _in_dtype(x: Tensor, plan: Plan) -> Tensor:
-    return x.to(plan.dtype).contiguous()  # (to's memory_format= leaves a transpose alone)
+    x = x if x.dtype == plan.dtype else x.to(plan.dtype)
+    return x if x.is_contiguous() else x.contiguous()
 
 
 def _share_sums(l_valid: Tensor, b_valid: Tensor, plan: Plan) -> tuple[Tensor, ...]:
@@ -188,10 +187,7 @@ def reduce_statistics(stats: Statistics, plan: Plan) -> Reduction:
 
 
 def token_gradient(
-    upstream: Sequence[Tensor | None],
-    valid: Tensor,
-    saved: Sequence[Tensor],
-    plan: Plan,
+    upstream: Sequence[Tensor | None], valid: Tensor, saved: Sequence[Tensor], plan: Plan
 ) -> Tensor:
     r"""The gradient of :math:`\sum_k a_k R_k` with respect to l (MATH.md, "Gradients").
 
@@ -271,10 +267,9 @@ def stack_values(l: Tensor, b: Tensor, valid: Tensor, plan: Plan) -> tuple[tuple
     the reduction, differentiable by autograd where ``l`` requires grad."""
     stats = example_statistics(l, b, valid, plan)
     reduction = reduce_statistics(stats, plan)
-    flag = None
-    if plan.validate:
-        flag = invalid_value_flag(reduction.values, stats.b_sum, stats.b_min)
-    return reduction.values, flag, (stats, reduction)
+    values = reduction.values
+    flag = invalid_value_flag(values, stats.b_sum, stats.b_min) if plan.validate else None
+    return values, flag, (stats, reduction)
 
 
 class ReconstructionStack(torch.autograd.Function):
@@ -300,10 +295,6 @@ class ReconstructionStack(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *grads: Tensor | None) -> tuple[Tensor | None, None, None, None]:  # type: ignore[override]
-        plan: Plan = ctx.plan
-        weighted = grads[7] is not None and any(w != 0 for w in plan.weights)
-        if not (weighted or any(g is not None for g in grads[:5])):
-            return None, None, None, None
         valid, *saved = ctx.saved_tensors
-        grad = token_gradient(grads, valid, saved, plan)
+        grad = token_gradient(grads, valid, saved, ctx.plan)  # zeros where no term is weighted
         return grad.to(ctx.input_dtype), None, None, None

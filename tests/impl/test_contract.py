@@ -287,3 +287,12 @@ def test_the_gradient_is_exactly_zero_at_padded_positions_whatever_overflows(
         losses.total_reconstruction_loss.backward()
         assert torch.all(leaf.grad[~mask] == 0), (alpha, leaf.grad)
         assert not torch.isnan(leaf.grad[mask]).any()
+
+
+def test_a_total_without_weighted_terms_has_a_zero_gradient() -> None:
+    l, b, mask = batch()
+    leaf = l.clone().requires_grad_()
+    total = reconstruction_losses(leaf, b, mask, ReconstructionLossConfig(raw_weight=0.0))
+    assert total.total_reconstruction_loss.item() == 0.0
+    total.total_reconstruction_loss.backward()
+    assert torch.equal(leaf.grad, torch.zeros_like(l))

@@ -131,8 +131,8 @@ def _share_sums(l_valid: Tensor, b_valid: Tensor, plan: Plan) -> tuple[Tensor, .
     else:
         if plan.alpha == 0.5:
             # sqrt is several times slower where its argument is 0 (all padding) on common
-            # CPUs; x * rsqrt(x) is not, and its 0 * inf = NaN there is the share 0.
-            shares = torch.rsqrt(x).mul_(x).nan_to_num_(nan=0.0)
+            # CPUs; 1/rsqrt(x) is not, and maps x = 0 to 1/inf = 0
+            shares = torch.rsqrt(x).reciprocal_()
         else:
             # An alpha below the smallest normal number would round to 0 in the dtype and
             # make 0^alpha = 0^0 = 1; the smallest normal gives the same shares.
@@ -169,7 +169,7 @@ def reduce_statistics(stats: Statistics, plan: Plan) -> Reduction:
     Divisions, never products with reciprocals, which overflow for a tiny eps or c. Each
     output is a tensor of its own (not a view), so that the caller may modify it in place.
     """
-    kept, kept_count = stats.kept, stats.kept.sum().to(plan.dtype)
+    kept, kept_count = stats.kept, stats.kept.sum(dtype=plan.dtype)
     # (1 on a dropped row, whose bbar + eps may be 0: every coefficient stays finite)
     divisor = torch.where(kept, stats.b_mean + plan.epsilon, 1.0)
     terms = (stats.l_mean, stats.l_mean / divisor, stats.l_tok, stats.l_tok / stats.kappa)

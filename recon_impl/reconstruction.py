@@ -36,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -189,12 +190,12 @@ def reconstruction_losses(
     zfree_token_nll = zfree_token_nll.detach()
     if torch._C._are_functorch_transforms_active():
         # torch.func transforms differentiate the same two stages with autograd
-        outputs, flag, _ = stack_values(token_nll, zfree_token_nll, valid, plan)
+        outputs, checksum, _ = stack_values(token_nll, zfree_token_nll, valid, plan)
     else:
         outputs = ReconstructionStack.apply(token_nll, zfree_token_nll, valid, plan)
-        flag = outputs[8] if validate else None
+        checksum = outputs[8] if validate else None
     values = ReconstructionLosses(*outputs[:8])
-    if flag is not None and bool(flag):  # the one host sync of validation
+    if checksum is not None and not math.isfinite(checksum.item()):  # validation's one sync
         raise_for_invalid_values(
             token_nll,
             zfree_token_nll,

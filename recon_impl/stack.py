@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from recon_impl.validation import invalid_value_flag
+from recon_impl.validation import value_checksum
 
 
 class Plan(NamedTuple):
@@ -223,7 +223,7 @@ def token_gradient(
     # over the share-weighted ones, with the weights' part as one number each
     ex = _add([_scaled(total, w_ex), upstream[2]])
     per_token = [_scaled(total, w_raw + w_dist / c), upstream[0], _div(upstream[1], c)]
-    per_token = _present([*per_token, _div(ex, divisor)])
+    per_token = [x for x in (*per_token, _div(ex, divisor)) if x is not None]
     corrected = _add([_scaled(total, w_cc / c), _div(upstream[4], c)])
     m = _add([_scaled(total, w_tok), upstream[3], _div(corrected, kappa)])
     uniform, p = shares if shares else (None, None)
@@ -252,30 +252,26 @@ def _div(x: Tensor | None, divisor: Tensor | float) -> Tensor | None:
     return None if x is None else x / divisor
 
 
-def _present(parts: Sequence[Tensor | None]) -> list[Tensor]:
-    return [x for x in parts if x is not None]
-
-
 def _add(parts: Sequence[Tensor | None]) -> Tensor | None:
     """The sum of the parts that are present, or None if none is."""
-    present = _present(parts)
+    present = [x for x in parts if x is not None]
     return functools.reduce(operator.add, present) if present else None
 
 
 def stack_values(l: Tensor, b: Tensor, valid: Tensor, plan: Plan) -> tuple[tuple[Tensor, ...], Any]:
-    """Both stages: the eight values, the validation flag (None without validation) and
+    """Both stages: the eight values, the validation checksum (None without validation) and
     the reduction, differentiable by autograd where ``l`` requires grad."""
     stats = example_statistics(l, b, valid, plan)
     reduction = reduce_statistics(stats, plan)
     values = reduction.values
-    flag = invalid_value_flag(values, stats.b_sum, stats.b_min) if plan.validate else None
-    return values, flag, (stats, reduction)
+    checksum = value_checksum(values, stats.b_sum, stats.b_min) if plan.validate else None
+    return values, checksum, (stats, reduction)
 
 
 class ReconstructionStack(torch.autograd.Function):
     """``(token_nll, zfree_token_nll, valid, plan)`` -> the eight values in
-    ``RECONSTRUCTION_LOSS_NAMES`` order and, when ``plan.validate``, the 0-dim flag of
-    :func:`~recon_impl.validation.invalid_value_flag`; the backward is :func:`token_gradient`.
+    ``RECONSTRUCTION_LOSS_NAMES`` order and, when ``plan.validate``, the checksum of
+    :func:`~recon_impl.validation.value_checksum`; the backward is :func:`token_gradient`.
 
     ``zfree_token_nll`` comes detached and ``valid`` is the bool mask; the inputs are only
     read, and every output is a fresh tensor. Only the five terms and the total carry a
@@ -284,14 +280,15 @@ class ReconstructionStack(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, l: Tensor, b: Tensor, valid: Tensor, plan: Plan) -> tuple[Tensor, ...]:  # type: ignore[override]
-        values, flag, (stats, reduction) = stack_values(l, b, valid, plan)
-        ctx.mark_non_differentiable(*values[5:7], *(() if flag is None else (flag,)))
+        values, checksum, (stats, reduction) = stack_values(l, b, valid, plan)
+        checks = () if checksum is None else (checksum,)
+        ctx.mark_non_differentiable(*values[5:7], *checks)
         ctx.set_materialize_grads(False)  # an unused output's gradient is None, not zeros
         ctx.plan, ctx.input_dtype = plan, l.dtype
         if ctx.needs_input_grad[0]:
             shares = () if stats.shares is None else (stats.uniform, stats.shares)
             ctx.save_for_backward(valid, reduction.state, reduction.kept_count, *shares)
-        return values if flag is None else (*values, flag)
+        return (*values, *checks)
 
     @staticmethod
     def backward(ctx: Any, *grads: Tensor | None) -> tuple[Tensor | None, None, None, None]:  # type: ignore[override]

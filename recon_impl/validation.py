@@ -104,21 +104,21 @@ def _vmap_active() -> bool:
     return any(i.key() == TransformType.Vmap for i in retrieve_all_functorch_interpreters())
 
 
-def invalid_value_flag(values: Sequence[Tensor], b_sum: Tensor, b_min: Tensor | None) -> Tensor:
-    """A 0-dim bool, True whenever a value rule may be broken, from the stack's eight
+def value_checksum(values: Sequence[Tensor], b_sum: Tensor, b_min: Tensor | None) -> Tensor:
+    """A 0-dim float, finite unless a value rule may be broken, from the stack's eight
     ``values``, its per-example sums of b and row minima of b (None where T = 0).
 
     A NaN or inf at a valid position makes a per-example sum non-finite and with it an
     output (every kept example counts in R_raw, and b reaches a diagnostic) or the sum of
     b; so does an overflowing sum, a batch without a valid token (0/0) and eps = 0 with
-    bbar_i = 0 (R_ex). A negative b shows in the row minimum. A false alarm (an output
-    that is inf because its value exceeds the dtype) costs a scan that finds nothing.
+    bbar_i = 0 (R_ex). A negative b makes the square root of its row's minimum NaN. A
+    false alarm (an output that is inf because its value exceeds the dtype) costs a scan
+    that finds nothing.
     """
-    checked = torch.stack([*values, b_sum.sum()]).sum()
-    invalid = (checked * 0.0).ne(0.0)  # x * 0 is 0 for a finite x, NaN otherwise
+    parts = [*values, b_sum.sum()]
     if b_min is not None:
-        invalid |= (b_min < 0).any()
-    return invalid
+        parts.append(b_min.sqrt().sum())
+    return torch.stack(parts).sum()
 
 
 def raise_for_invalid_values(

@@ -10,15 +10,12 @@ Run from the repository root (the figures in README.md, "Performance", come from
 Every section measures its candidates in one process, in interleaved rounds (each round
 times every candidate once, in an order rotated from round to round), so that drifts in the
 machine's load hit all of them alike. A ratio is taken within each round and the median over
-rounds is reported, together with the median time per call.
+rounds is reported, together with the median time per call. Each section runs in a process
+of its own: what one leaves behind (the training step's large allocations, compiled code)
+slows the small calls another times, by up to half in the stack section.
 
 Sections:
 
-``step``
-    One training step of a 2-layer transformer language model (B = 8, T = 256, V = 8000;
-    forward, backward and an Adam step) with the stack as its loss, over the same step
-    with the plain masked mean of ``token_nll`` as its loss. The z-free token NLL is an
-    input, measured once beforehand, as a fixed reference is.
 ``stack``
     Forward + backward of ``reconstruction_losses`` as users call it (validation on, every
     weight non-zero) over forward + backward of a plain masked mean of ``token_nll``,
@@ -34,6 +31,11 @@ Sections:
     and of the z-free logits (without grad), then the stack and backward; over the same two
     cross-entropy passes alone (with the plain masked mean as the loss to backward through),
     in time and in peak memory.
+``step``
+    One training step of a 2-layer transformer language model (B = 8, T = 256, V = 8000;
+    forward, backward and an Adam step) with the stack as its loss, over the same step
+    with the plain masked mean of ``token_nll`` as its loss. The z-free token NLL is an
+    input, measured once beforehand, as a fixed reference is.
 ``conformance``
     Examples per second of the conformance run (every default invariant of ``properties``
     against the bundled implementation, in this process, ``--conformance-examples`` each),
@@ -41,7 +43,7 @@ Sections:
 ``compile``
     The stack compiled by ``torch.compile`` (``validate=False``, as inside a compiled
     training step) over the eager masked mean, at the stack section's sizes; skipped where
-    compiling fails. It runs last, since compiling changes the process for what follows.
+    compiling fails.
 
 Peak memory. On CUDA it is ``torch.cuda.max_memory_allocated`` over the step, less what was
 allocated when it began. On the CPU there is no allocator statistic, so the step runs under
@@ -60,6 +62,7 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -245,8 +248,8 @@ def stack_section(device: torch.device, rounds: int) -> bool:
 
 def compile_section(device: torch.device, rounds: int) -> None:
     """The stack compiled by torch.compile (validate=False, as inside a compiled training
-    step) over the eager masked mean. Run last: compiling changes the process (compile
-    workers, generated kernels) in ways that slow what is timed after it."""
+    step) over the eager masked mean; in a process of its own, since compiling changes
+    the process in ways that slow eager calls timed beside it."""
     l, b, mask = stack_inputs(device)
 
     def baseline() -> None:
@@ -517,10 +520,12 @@ def conformance_section(max_examples: int) -> None:
     )
 
 
+SECTIONS = ("stack", "memory", "logits", "step", "conformance", "compile")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sections = ("step", "stack", "memory", "logits", "conformance", "compile")
-    parser.add_argument("--only", choices=sections, action="append", default=None)
+    parser.add_argument("--only", choices=SECTIONS, action="append", default=None)
     parser.add_argument("--rounds", type=int, default=15, help="rounds of the stack section")
     parser.add_argument("--step-rounds", type=int, default=21)
     parser.add_argument("--logits-rounds", type=int, default=9)
@@ -530,27 +535,39 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
+    chosen = [section for section in SECTIONS if section in (args.only or SECTIONS)]
+    if len(chosen) > 1:
+        # Each section in a process of its own: what one section leaves behind (the
+        # training step's large allocations, compiled code) slows small calls timed after
+        # it, by up to half in the stack section.
+        options = [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if k != "only"]
+        options = [o for o in options if not o.endswith("=None")]
+        codes = [
+            subprocess.run([sys.executable, __file__, "--only", s, *options], check=False)
+            for s in chosen
+        ]
+        return max(code.returncode for code in codes)
+
     device = torch.device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
-    chosen = args.only or sections
-
-    print(f"# recon-spec benchmarks on {device}")
+    print(f"# recon-spec benchmarks on {device}: {chosen[0]}")
     print(machine_description())
+    section = chosen[0]
     met = True
-    if "step" in chosen:
-        met &= step_section(device, args.step_rounds)
-    if "stack" in chosen:
-        met &= stack_section(device, args.rounds)
-    if "memory" in chosen:
-        met &= memory_section(device)
-    if "logits" in chosen:
-        met &= logits_section(device, args.logits_rounds)
-    if "conformance" in chosen:
+    if section == "stack":
+        met = stack_section(device, args.rounds)
+    elif section == "memory":
+        met = memory_section(device)
+    elif section == "logits":
+        met = logits_section(device, args.logits_rounds)
+    elif section == "step":
+        met = step_section(device, args.step_rounds)
+    elif section == "conformance":
         conformance_section(args.conformance_examples)
-    if "compile" in chosen:  # last: see compile_section
+    else:
         compile_section(device, args.rounds)
-    print(f"\ntargets: {'all met' if met else 'NOT all met'}")
+    print(f"\ntargets: {'met' if met else 'NOT met'}")
     print(machine_description().split("; ")[-1])  # the load at the end
     return 0
 

@@ -130,8 +130,8 @@ def _share_sums(l_valid: Tensor, b_valid: Tensor, plan: Plan) -> tuple[Tensor, .
         share_x_sum = torch.linalg.vector_norm(x, dim=1).square()  # sum x^2, no [B, T] buffer
     else:
         if plan.alpha == 0.5:
-            # sqrt is several times slower where its argument is 0 (all padding) on common
-            # CPUs; 1/rsqrt(x) is not, and maps x = 0 to 1/inf = 0
+            # torch's CPU sqrt is about 3x slower where its argument is 0 (all padding, on
+            # an AMD EPYC); 1/rsqrt(x) is not, and maps x = 0 to 1/inf = 0
             shares = torch.rsqrt(x).reciprocal_()
         else:
             # An alpha below the smallest normal number would round to 0 in the dtype and

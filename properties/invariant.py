@@ -94,6 +94,9 @@ class Invariant:
     opt_in: bool = False
     #: whether the invariant says anything on a domain (a narrowed domain may exclude it)
     applies: Callable[[Domain], bool] = field(default=lambda domain: True)
+    #: a wrong implementation of ``properties.zoo.wrong`` that this invariant rejects on its
+    #: own (``tests/properties/test_zoo.py`` checks it); None for the opt-in validation
+    witness: str | None = None
 
     def __post_init__(self) -> None:
         if self.group not in self.known_groups:

@@ -56,24 +56,22 @@ def max_loss(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
+def _whole_number(text: str, smallest: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    if value < smallest:
+        raise argparse.ArgumentTypeError(f"must be at least {smallest}, got {text}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _whole_number(text, 1)
 
 
 def seed_value(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
+    return _whole_number(text, 0)
 
 
 def dtype_list(text: str) -> str:

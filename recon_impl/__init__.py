@@ -4,8 +4,8 @@ Where things are:
 
 * ``config.py`` — ``ReconstructionLossConfig``, ``DisentanglementLossConfig``
 * ``reconstruction.py`` — ``reconstruction_losses``: the five terms, two diagnostics, total
-  (and the plain formulation ``torch.compile`` traces)
-* ``fused.py`` — the fused eager path: one autograd node, a few passes over the data
+* ``stack.py`` — the one formulation: a statistics stage, a reduction stage and the
+  analytic gradient that makes them one autograd node (eager, ``torch.compile``, ``torch.func``)
 * ``total_loss.py`` — ``compute_total_loss``: reconstruction plus the auxiliary terms
   (``TOTAL_LOSS_NAMES``, ``AUXILIARY_TERM_NAMES``)
 * ``training_step.py`` — ``TrainingStep``: one optimizer step over micro-batches and ranks

@@ -38,18 +38,20 @@ Example (gradient accumulation over two micro-batches):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from numbers import Real
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from recon_impl.config import ReconstructionLossConfig
+from recon_impl.config import ReconstructionLossConfig, finite_float
 from recon_impl.distributed import collective_device, process_group_in_use
-from recon_impl.reconstruction import RECONSTRUCTION_LOSS_NAMES, reconstruction_losses
+from recon_impl.reconstruction import (
+    RECONSTRUCTION_LOSS_NAMES,
+    compute_dtype,
+    reconstruction_losses,
+)
 from recon_impl.validation import as_bool_mask, check_tensor_metadata
 
 __all__ = ["kept_example_count", "shard_weights", "weighted_shard_losses"]
@@ -124,8 +126,7 @@ def weighted_shard_losses(
         token_nll, zfree_token_nll, mask, config, validate: as ``reconstruction_losses``.
         weight: the shard's weight, finite and >= 0 (``shard_weights``).
     """
-    if isinstance(weight, bool) or not isinstance(weight, Real) or not math.isfinite(weight):
-        raise ValueError(f"weight must be a finite real number, got {weight!r}")
+    weight = finite_float("weight", weight)
     if weight < 0:
         raise ValueError(f"weight must be >= 0, got {weight!r}")
     if validate:
@@ -136,9 +137,7 @@ def weighted_shard_losses(
         losses = reconstruction_losses(token_nll, zfree_token_nll, mask, config, validate=validate)
         return {name: weight * value for name, value in losses.items()}
 
-    dtype = torch.promote_types(token_nll.dtype, zfree_token_nll.dtype)
-    if torch.finfo(dtype).bits < 32:
-        dtype = torch.float32
+    dtype = compute_dtype(token_nll, zfree_token_nll)
     # A zero in the graph of token_nll (torch.where: padded NaN/inf give gradient 0, not NaN).
     connected_zero = torch.where(valid, token_nll, 0.0).to(dtype).sum() * 0.0
     values = {

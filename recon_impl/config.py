@@ -13,16 +13,33 @@ from numbers import Real
 from typing import Any
 
 
-def _check_real(owner: str, name: str, value: Any) -> float:
+def finite_float(name: str, value: Any) -> float:
+    """``value`` as a float, or ``ValueError`` naming ``name``: it must be a real number
+    (numpy scalars included) that converts to a finite float; not a bool, a string, NaN,
+    an infinity or an integer too large for a float (10**400)."""
     # bool is an int subclass; a weight of True is a typo, not a number.
     if isinstance(value, bool) or not isinstance(value, Real):
+        kind = type(value).__name__
+        raise ValueError(f"{name} must be a real number, got {kind} {_short(value)}")
+    try:
+        converted = float(value)
+    except OverflowError:
+        converted = math.inf
+    if not math.isfinite(converted):
         raise ValueError(
-            f"{owner}.{name} must be a real number, got {type(value).__name__} {value!r}"
+            f"{name} must be finite (a real number that converts to a finite float), "
+            f"got {_short(value)}"
         )
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{owner}.{name} must be finite, got {value!r}")
-    return value
+    return converted
+
+
+def _check_real(owner: str, name: str, value: Any) -> float:
+    return finite_float(f"{owner}.{name}", value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
 
 
 def _check_non_negative(owner: str, name: str, value: Any) -> float:

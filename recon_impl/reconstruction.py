@@ -36,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -43,8 +44,12 @@ import torch
 from torch import Tensor
 
 from recon_impl.config import ReconstructionLossConfig
-from recon_impl.fused import ReconstructionStack, StackPlan
-from recon_impl.validation import check_tensor_metadata, raise_for_invalid_values
+from recon_impl.stack import Plan, ReconstructionStack, stack_values
+from recon_impl.validation import (
+    check_tensor_metadata,
+    check_values_readable,
+    raise_for_invalid_values,
+)
 
 RECONSTRUCTION_TERM_NAMES: tuple[str, ...] = (
     "reconstruction_loss",
@@ -86,11 +91,15 @@ class ReconstructionLosses(Mapping[str, Tensor]):
         return len(RECONSTRUCTION_LOSS_NAMES)
 
     def __repr__(self) -> str:
-        body = ", ".join(f"{k}={float(v.detach()):.6g}" for k, v in self.items())
+        body = ", ".join(f"{k}={_format(v)}" for k, v in self.items())
         return f"ReconstructionLosses({body})"
 
 
-# compute_dtype of the common floating dtypes, looked up rather than derived on every call
+def _format(value: Tensor) -> str:
+    return f"<{value.dtype} on meta>" if value.is_meta else f"{float(value.detach()):.6g}"
+
+
+# The dtype the stack computes in, for each input dtype it takes: float32 or better.
 _COMPUTE_DTYPE = {
     torch.float16: torch.float32,
     torch.bfloat16: torch.float32,
@@ -99,25 +108,20 @@ _COMPUTE_DTYPE = {
 }
 
 
-def compute_dtype(*dtypes: torch.dtype) -> torch.dtype:
-    """float32 or better: the promoted input dtype, raised to float32 when narrower."""
-    promoted = dtypes[0]
-    for dtype in dtypes[1:]:
-        if dtype is not promoted:
-            promoted = torch.promote_types(promoted, dtype)
-    known = _COMPUTE_DTYPE.get(promoted)
-    if known is not None:
-        return known
-    return promoted if torch.finfo(promoted).bits >= 32 else torch.float32
+def compute_dtype(token_nll: Tensor, zfree_token_nll: Tensor) -> torch.dtype:
+    """float32 or better: the promoted dtype of the two losses, raised to float32 when narrower.
 
-
-_ARE_FUNCTORCH_TRANSFORMS_ACTIVE = getattr(torch._C, "_are_functorch_transforms_active", None)
-
-
-def _functorch_transforms_active() -> bool:
-    """Whether a ``torch.func`` transform (grad, vmap, ...) is tracing this call."""
-    active = _ARE_FUNCTORCH_TRANSFORMS_ACTIVE
-    return bool(active()) if active is not None else False
+    Raises ``ValueError`` for a dtype other than float16, bfloat16, float32 and float64
+    (float8 holds too few bits for a loss, and most torch arithmetic does not take it).
+    """
+    for name, value in (("token_nll", token_nll), ("zfree_token_nll", zfree_token_nll)):
+        if value.dtype not in _COMPUTE_DTYPE:
+            raise ValueError(
+                f"{name} must be float16, bfloat16, float32 or float64, got {value.dtype}"
+            )
+    if token_nll.dtype is zfree_token_nll.dtype:
+        return _COMPUTE_DTYPE[token_nll.dtype]
+    return _COMPUTE_DTYPE[torch.promote_types(token_nll.dtype, zfree_token_nll.dtype)]
 
 
 def reconstruction_losses(
@@ -140,21 +144,24 @@ def reconstruction_losses(
         validate: check the inputs (MATH.md, "Errors") and raise ``ValueError`` on bad
             ones. Switch off only on a hot path whose inputs are known to be good: the
             checks then cost nothing, and bad inputs give NaN or inf instead of an error.
-            The checks read per-example reductions the stack computes anyway, with one host
-            sync; only when one trips is the data scanned to name the bad position.
+            The checks read per-example results the stack computes anyway, with one host
+            sync; only when one trips is the data scanned to name the bad position. They
+            also catch arithmetic that overflows the compute dtype (an example whose
+            losses sum past float32's range, say): a ``ValueError`` says so, rather than a
+            NaN coming out. They need values, so they cannot run under ``torch.func.vmap``
+            or on meta tensors (a ``ValueError`` says to pass ``validate=False`` there).
 
     Returns:
         ``ReconstructionLosses``: eight 0-dim tensors in float32 or better, on the inputs'
-        device. ``total_reconstruction_loss`` is differentiable with respect to ``token_nll``,
-        and so is each of the five terms on its own.
+        device. ``total_reconstruction_loss`` is differentiable with respect to
+        ``token_nll``, and so is each of the five terms on its own. The total sums the
+        terms whose weight is non-zero: a zero-weighted term is returned but cannot reach
+        the total's value or gradient, even where it overflows.
 
-    Every term is linear in ``token_nll``, so its second derivative is 0; the eager path's
-    gradient is written by a fused backward that is not itself differentiable
-    (``create_graph=True`` followed by a second backward raises).
-
-    Eagerly, the stack runs as one fused autograd node (``recon_impl.fused``); under
-    ``torch.compile`` it is traced from the plain formulation below, which compiles without
-    a graph break when ``validate=False``, and so it runs under ``torch.func`` transforms.
+    The stack is one autograd node whose backward writes the gradient in one pass
+    (``recon_impl.stack``); ``torch.compile`` traces the same code (one graph with
+    ``validate=False``), and under ``torch.func`` transforms autograd differentiates its
+    two stages instead of the analytic backward.
     """
     if validate:
         if not isinstance(config, ReconstructionLossConfig):
@@ -162,112 +169,40 @@ def reconstruction_losses(
                 f"config must be a ReconstructionLossConfig, got {type(config).__name__}"
             )
         valid = check_tensor_metadata(token_nll, zfree_token_nll, mask)
+        check_values_readable(token_nll, zfree_token_nll, mask)
     else:
         valid = mask if mask.dtype == torch.bool else mask != 0
 
-    dtype = compute_dtype(token_nll.dtype, zfree_token_nll.dtype)
-    if torch.compiler.is_compiling() or _functorch_transforms_active():
-        values = traceable_reconstruction_losses(
-            token_nll, zfree_token_nll, valid, config, dtype=dtype, validate=validate
-        )
+    plan = Plan(
+        dtype=compute_dtype(token_nll, zfree_token_nll),
+        alpha=config.token_weight_alpha,
+        epsilon=config.example_inverse_surprisal_epsilon,
+        scale=config.zfree_reference_scale,
+        weights=(
+            config.raw_weight,
+            config.distribution_normalized_weight,
+            config.example_inverse_surprisal_weight,
+            config.token_weighted_weight,
+            config.normalized_concentration_corrected_token_weighted_weight,
+        ),
+        validate=validate,
+    )
+    zfree_token_nll = zfree_token_nll.detach()
+    if torch._C._are_functorch_transforms_active():
+        # torch.func transforms differentiate the same two stages with autograd
+        outputs, checksum, _ = stack_values(token_nll, zfree_token_nll, valid, plan)
     else:
-        plan = StackPlan.from_config(config, dtype, validate)
-        if zfree_token_nll.requires_grad:
-            zfree_token_nll = zfree_token_nll.detach()
-        values = ReconstructionStack.apply(token_nll, zfree_token_nll, valid, plan)
-    return ReconstructionLosses(*values)
-
-
-def traceable_reconstruction_losses(
-    token_nll: Tensor,
-    zfree_token_nll: Tensor,
-    valid: Tensor,
-    config: ReconstructionLossConfig,
-    *,
-    dtype: torch.dtype,
-    validate: bool,
-) -> tuple[Tensor, ...]:
-    """The stack in plain differentiable torch ops, for ``torch.compile`` to trace.
-
-    ``valid`` is the bool mask; returns the eight values in ``RECONSTRUCTION_LOSS_NAMES``
-    order. Autograd differentiates it; the eager path's fused backward gives the same
-    gradient (MATH.md, "Gradients").
-    """
-    alpha = config.token_weight_alpha
-    epsilon = config.example_inverse_surprisal_epsilon
-    scale = config.zfree_reference_scale
-
-    # torch.where, not multiplication by the mask: padded NaN/inf must not leak into
-    # values or gradients.
-    l_valid = torch.where(valid, token_nll.to(dtype), 0.0)
-    b_valid = torch.where(valid, zfree_token_nll.detach().to(dtype), 0.0)
-
-    count = valid.sum(dim=1)
-    kept = count > 0
-    n = count.clamp(min=1).to(dtype)  # empty rows: sums are 0, so their means are 0
-    kept_examples = kept.sum().to(dtype)
-
-    l_sum = l_valid.sum(dim=1)
-    b_sum = b_valid.sum(dim=1)
-    b_max = b_valid.amax(dim=1, keepdim=True)
-
-    # pi_it = b_it^alpha / sum_s b_is^alpha = softmax(alpha * log b) over valid positions,
-    # with the row maximum taken out: (b/b_max)^alpha lies in [0, 1], so no finite alpha
-    # and no b overflows. A row of zeros gets ratio 1 everywhere, i.e. uniform shares,
-    # which alpha = 0 gives everywhere (0^0 = 1).
-    ratio = torch.where(b_max > 0, b_valid / b_max, 1.0)
-    # 0^alpha = 0 for every alpha > 0, also for an alpha so small that it rounds to 0 in
-    # the compute dtype (where ratio.pow would give 0^0 = 1).
-    has_share = valid & (ratio > 0) if alpha > 0 else valid
-    share_numerator = torch.where(has_share, ratio.pow(alpha), 0.0)
-    # >= 1 on every row with a valid token (its maximum contributes exactly 1^alpha = 1);
-    # the clamp only turns 0/0 on empty rows into 0.
-    share_denominator = share_numerator.sum(dim=1).clamp(min=1.0)
-
-    token_weighted_l = (share_numerator * l_valid).sum(dim=1) / share_denominator  # ltok_i
-    token_weighted_b = (share_numerator * b_valid).sum(dim=1) / share_denominator  # btok_i
-
-    l_mean = l_sum / n  # lbar_i
-    b_mean = b_sum / n  # bbar_i
-    # kappa_i = btok_i / bbar_i, and 1 where bbar_i = 0 (b is detached: the 0/0 of the
-    # unselected branch reaches no gradient).
-    kappa = torch.where(b_mean > 0, token_weighted_b / b_mean, 1.0)
-
-    if validate:
-        # NaN or inf at a valid position shows in the per-example sums, a negative b in
-        # the row minimum.
-        b_min = b_valid.amin(dim=1)
-        problems = [~torch.isfinite(l_sum).all(), ~torch.isfinite(b_sum).all(), (b_min < 0).any()]
-        problems.append(~kept.any())
-        if epsilon == 0:
-            problems.append((kept & (b_sum == 0)).any())
-        if bool(torch.stack(problems).any()):  # the one host sync of validation
-            raise_for_invalid_values(token_nll, zfree_token_nll, valid, epsilon=epsilon)
-
-    def batch_mean(per_example: Tensor) -> Tensor:
-        return torch.where(kept, per_example, 0.0).sum() / kept_examples
-
-    raw = batch_mean(l_mean)
-    distribution_normalized = raw / scale
-    # a division, not a product with 1/(bbar+eps), which overflows for a tiny eps
-    example_inverse_surprisal = batch_mean(l_mean / torch.where(kept, b_mean + epsilon, 1.0))
-    token_weighted = batch_mean(token_weighted_l)
-    concentration_corrected = batch_mean(token_weighted_l / kappa) / scale
-
-    total = (
-        config.raw_weight * raw
-        + config.distribution_normalized_weight * distribution_normalized
-        + config.example_inverse_surprisal_weight * example_inverse_surprisal
-        + config.token_weighted_weight * token_weighted
-        + config.normalized_concentration_corrected_token_weighted_weight * concentration_corrected
-    )
-    return (
-        raw,
-        distribution_normalized,
-        example_inverse_surprisal,
-        token_weighted,
-        concentration_corrected,
-        batch_mean(token_weighted_b).detach(),
-        batch_mean(kappa).detach(),
-        total,
-    )
+        outputs = ReconstructionStack.apply(token_nll, zfree_token_nll, valid, plan)
+        checksum = outputs[8] if validate else None
+    values = ReconstructionLosses(*outputs[:8])
+    if checksum is not None and not math.isfinite(checksum.item()):  # validation's one sync
+        raise_for_invalid_values(
+            token_nll,
+            zfree_token_nll,
+            valid,
+            values,
+            dtype=plan.dtype,
+            epsilon=plan.epsilon,
+            scale=plan.scale,
+        )
+    return values

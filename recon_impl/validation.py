@@ -7,9 +7,13 @@ Two stages keep validation off the hot path:
 * The value rules (finite at valid positions, b >= 0, some valid token, bbar > 0 when
   epsilon = 0) are read off per-example reductions the stack computes anyway; only when
   one of them trips does ``raise_for_invalid_values`` scan the data to name the position.
+  The same reductions show arithmetic that overflowed the compute dtype, which is
+  reported too: with validation on, no output is NaN and no mean is an overflowed sum.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -75,17 +79,66 @@ def _first_position(where: Tensor) -> str:
     return f"at [{index[0]}, {index[1]}] ({count} such position{'s' if count != 1 else ''})"
 
 
+def check_values_readable(token_nll: Tensor, zfree_token_nll: Tensor, mask: Tensor) -> None:
+    """Raise ``ValueError`` where validation cannot read the values it checks: on meta
+    tensors (they hold none) and under ``torch.func.vmap`` (a check per example would be
+    data-dependent control flow, which vmap cannot batch)."""
+    if token_nll.device.type == "meta":
+        raise ValueError(
+            "validate=True reads the values of token_nll, zfree_token_nll and mask, and meta "
+            "tensors hold none: pass validate=False to compute the outputs' shapes and dtypes"
+        )
+    if _vmap_active():
+        raise ValueError(
+            "validate=True cannot run under torch.func.vmap (its checks branch on the data): "
+            "validate the batch once outside vmap and pass validate=False inside"
+        )
+
+
+def _vmap_active() -> bool:
+    if not torch._C._are_functorch_transforms_active():
+        return False
+    from torch._C._functorch import TransformType
+    from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
+
+    return any(i.key() == TransformType.Vmap for i in retrieve_all_functorch_interpreters())
+
+
+def value_checksum(values: Sequence[Tensor], b_sum: Tensor, b_min: Tensor | None) -> Tensor:
+    """A 0-dim float, finite unless a value rule may be broken, from the stack's eight
+    ``values``, its per-example sums of b and row minima of b (None where T = 0).
+
+    A NaN or inf at a valid position makes a per-example sum non-finite and with it an
+    output (every kept example counts in R_raw, and b reaches a diagnostic) or the sum of
+    b; so does an overflowing sum, a batch without a valid token (0/0) and eps = 0 with
+    bbar_i = 0 (R_ex). A negative b makes the square root of its row's minimum NaN. A
+    false alarm (an output that is inf because its value exceeds the dtype) costs a scan
+    that finds nothing.
+    """
+    parts = [*values, b_sum.sum()]
+    if b_min is not None:
+        parts.append(b_min.sqrt().sum())
+    return torch.stack(parts).sum()
+
+
 def raise_for_invalid_values(
     token_nll: Tensor,
     zfree_token_nll: Tensor,
     mask: Tensor,
+    values: Mapping[str, Tensor],
     *,
+    dtype: torch.dtype,
     epsilon: float,
+    scale: float,
 ) -> None:
     """Scan the data and raise the ``ValueError`` of the first broken value rule.
 
-    Called only after the cheap per-example checks flagged a problem; returns silently when
-    the scan finds none (a finite sum that overflowed, for instance, is not an input error).
+    Called only after the cheap per-example checks flagged a problem. Beyond the rules of
+    MATH.md "Errors", it raises where the ``dtype`` arithmetic cannot give the stack's
+    values: an example whose valid losses sum past the range of ``dtype`` (their mean
+    would be inf, and what is built from it inf or NaN), and any NaN among ``values``.
+    It returns silently when none of that holds: an output that is inf because its exact
+    value exceeds ``dtype`` (a huge weight, a tiny c) is the rounding of that value.
     """
     _raise_if_not_finite("token_nll", token_nll, mask)
     raise_for_invalid_zfree_values(zfree_token_nll, mask)
@@ -100,6 +153,26 @@ def raise_for_invalid_values(
                 "example_inverse_surprisal_epsilon = 0 needs bbar_i > 0 for every kept example; "
                 f"example {row} has zfree_token_nll = 0 at all of its valid positions"
             )
+    arithmetic = str(dtype).removeprefix("torch.")
+    for name, value in (("token_nll", token_nll), ("zfree_token_nll", zfree_token_nll)):
+        valid_values = torch.where(mask, value.detach().to(dtype), 0.0)
+        overflowed = torch.isinf(valid_values.sum(1))
+        if bool(overflowed.any()):
+            row = int(overflowed.nonzero()[0, 0])
+            largest = valid_values[row].abs().max().item()
+            raise ValueError(
+                f"{name} is too large for the stack's {arithmetic} arithmetic: the sum over "
+                f"example {row}'s valid positions overflows {arithmetic} (its largest value is "
+                f"{largest:.4g}); pass float64 tensors, or losses of a smaller magnitude"
+            )
+    nan = [name for name, value in values.items() if bool(torch.isnan(value))]
+    if nan:
+        raise ValueError(
+            f"{', '.join(nan)} came out NaN in {arithmetic} although the inputs are valid: "
+            f"the config divides by zfree_reference_scale = {scale!r} and by bbar_i + "
+            f"example_inverse_surprisal_epsilon (= {epsilon!r}), beyond what {arithmetic} "
+            "holds; pass float64 tensors to compute in float64"
+        )
 
 
 def raise_for_invalid_zfree_values(

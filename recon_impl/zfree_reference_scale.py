@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Iterable, Sized
@@ -71,7 +72,10 @@ def estimate_zfree_reference_scale(
     Raises:
         ValueError: a batch breaks a rule of MATH.md "Errors" for ``zfree_token_nll`` or
             ``mask`` (the message names the batch index, the argument and the rule), or
-            the data (the union, when distributed) holds no valid token. When distributed,
+            the data (the union, when distributed) holds no valid token, or its values are
+            so large (near float64's largest number, 1.8e308) that a per-example sum or
+            the running sum overflows float64: then no finite mean can be accumulated, and
+            this says so rather than returning inf. When distributed,
             every rank raises: a rank whose own stream failed raises its own error after
             the reduction, the others a ``ValueError`` saying how many ranks failed, so no
             rank is left waiting in a collective.
@@ -90,6 +94,7 @@ def estimate_zfree_reference_scale(
         for index, item in enumerate(batches):
             batch_sum, batch_kept = _batch_statistics(index, item)
             total, compensation = _neumaier_add(total, compensation, batch_sum)
+            _raise_if_overflowed(total, f"batch {index}: the running sum of bbar_i")
             kept_examples += batch_kept
             progress.update(index + 1, kept_examples)
     except Exception as error:
@@ -116,6 +121,7 @@ def estimate_zfree_reference_scale(
                 f"{round(failed_ranks)} other rank(s) of the process group failed while "
                 "streaming their batches (see their errors); no scale was estimated"
             )
+        _raise_if_overflowed(total, "the sum of bbar_i over the union of all ranks' batches")
     if kept_examples == 0:
         where = "the union of all ranks' batches" if distributed else "batches"
         raise ValueError(
@@ -175,7 +181,24 @@ def _batch_statistics(index: int, item: Any) -> tuple[float, int]:
     ).tolist()  # the one host sync per batch
     if batch_broken:
         raise_for_invalid_zfree_values(zfree_token_nll, valid, where=where)
+    if not math.isfinite(batch_sum):  # finite values >= 0 whose float64 sums overflow
+        overflowed = torch.isinf(b.sum(dim=1))
+        what = "the sum of bbar_i over its examples"
+        if bool(overflowed.any()):
+            what = f"the sum over example {int(overflowed.nonzero()[0, 0])}'s valid positions"
+        raise ValueError(
+            f"{where}zfree_token_nll is too large for float64: {what} overflows (the largest "
+            f"value is {b.max().item():.4g}); no mean can be accumulated from values this large"
+        )
     return batch_sum, round(batch_kept)
+
+
+def _raise_if_overflowed(total: float, what: str) -> None:
+    if not math.isfinite(total):
+        raise ValueError(
+            f"{what} overflows float64: zfree_token_nll holds values too large to average "
+            "(near float64's largest number); no scale can be estimated from them"
+        )
 
 
 def _neumaier_add(total: float, compensation: float, value: float) -> tuple[float, float]:

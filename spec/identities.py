@@ -37,7 +37,8 @@ class Identity:
     """One identity of MATH.md and how it is proven.
 
     ``test`` is the pytest node id of the test that runs ``proof``:
-    ``tests/spec/test_identities.py::test_<id with _ for ->``.
+    ``tests/spec/test_identities.py::test_identity[<id>]`` (one test, parametrized over the
+    catalogue).
     """
 
     id: str
@@ -52,8 +53,8 @@ class Identity:
 
     @property
     def test_name(self) -> str:
-        """The name of the test function."""
-        return "test_" + self.id.replace("-", "_")
+        """The name of the test, with its parameter."""
+        return f"test_identity[{self.id}]"
 
 
 # ---------------------------------------------------------------------------------------

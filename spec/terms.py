@@ -272,7 +272,9 @@ TOTAL = Output(
     sp.Symbol("J"),
     "J",
     "total",
-    "the weighted sum of the five terms, the reconstruction loss to backpropagate",
+    "the weighted sum of the five terms, the reconstruction loss to backpropagate; it sums"
+    " only the terms whose weight is non-zero, so a zero-weighted term adds nothing to its"
+    " value or gradient even where that term overflows (0 · inf counts as 0)",
 )
 
 #: every output, in MATH.md order: the five terms, the two diagnostics, the total

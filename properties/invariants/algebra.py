@@ -259,6 +259,7 @@ INVARIANTS = (
         spec_refs=("linearity-in-l",),
         strategy=lambda domain: linear_combinations(domain),
         check=check_linear_in_token_nll,
+        witness="shares_from_token_nll",
     ),
     Invariant(
         id="linear-in-weights",
@@ -267,6 +268,7 @@ INVARIANTS = (
         spec_refs=("linearity-in-weights",),
         strategy=lambda domain: weight_pairs(domain),
         check=check_linear_in_weights,
+        witness="total_missing_cc",
     ),
     Invariant(
         id="zfree-scale-invariance",
@@ -275,6 +277,7 @@ INVARIANTS = (
         spec_refs=("b-scale-invariance",),
         strategy=lambda domain: scaled_surprisals(domain),
         check=check_scale_of_b,
+        witness="kappa_with_epsilon",
     ),
     Invariant(
         id="batch-decomposition",
@@ -284,5 +287,6 @@ INVARIANTS = (
         spec_refs=("batch-decomposition",),
         strategy=lambda domain: batch_pairs(domain),
         check=check_batch_decomposition,
+        witness="global_token_mean",
     ),
 )

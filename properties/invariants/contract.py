@@ -132,6 +132,7 @@ INVARIANTS = (
         strategy=lambda domain: loss_cases(domain),
         check=check_outputs_contract,
         examples=(named("half-precision"), named("bfloat16-integer-mask")),
+        witness="float64_outputs",
     ),
     Invariant(
         id="inputs-unmodified",
@@ -142,6 +143,7 @@ INVARIANTS = (
         strategy=lambda domain: loss_cases(domain),
         check=check_inputs_unmodified,
         examples=(named("nan-padding"),),
+        witness="mutates_input",
     ),
     Invariant(
         id="deterministic",
@@ -150,5 +152,6 @@ INVARIANTS = (
         spec_refs=("MATH.md#contract-of-an-implementation",),
         strategy=lambda domain: order_sensitive_cases(domain),
         check=check_deterministic,
+        witness="nondeterministic_order",
     ),
 )

@@ -60,6 +60,7 @@ INVARIANTS = (
             named("huge-alpha-float32"),
             named("subnormal-float16-gradient"),
         ),
+        witness="token_term_detached",
     ),
     Invariant(
         id="stop-gradient",
@@ -69,5 +70,6 @@ INVARIANTS = (
         strategy=lambda domain: loss_cases(domain),
         check=check_stop_gradient,
         examples=(named("nan-padding"),),
+        witness="zfree_not_detached",
     ),
 )

@@ -98,6 +98,7 @@ INVARIANTS = (
         strategy=lambda domain: loss_cases(domain, alpha=0.0),
         check=check_alpha_zero,
         examples=(named("alpha0-zero-surprisal"),),
+        witness="exp_log_shares",
     ),
     Invariant(
         id="alpha-one-linear",
@@ -106,6 +107,7 @@ INVARIANTS = (
         spec_refs=("alpha1-linear-shares",),
         strategy=lambda domain: loss_cases(domain, alpha=1.0),
         check=check_alpha_one,
+        witness="shares_over_padding",
     ),
     Invariant(
         id="zfree-baseline",
@@ -121,5 +123,6 @@ INVARIANTS = (
         ),
         strategy=lambda domain: baseline_cases(domain),
         check=check_baseline,
+        witness="epsilon_as_floor",
     ),
 )

@@ -222,6 +222,7 @@ INVARIANTS = (
         strategy=lambda domain: repadded(domain),
         check=check_padding_ignored,
         examples=(named("nan-padding", lambda case: Repadded(case, (float("nan"), float("inf")))),),
+        witness="mask_multiplication",
     ),
     Invariant(
         id="padding-extension",
@@ -231,6 +232,7 @@ INVARIANTS = (
         strategy=lambda domain: extended(domain),
         check=check_padding_extension,
         examples=(named("empty-row", lambda case: Extended(case, 1, 1, 0, float("nan"))),),
+        witness="padding_counted",
     ),
     Invariant(
         id="token-permutation",
@@ -240,6 +242,7 @@ INVARIANTS = (
         spec_refs=("token-permutation-invariance",),
         strategy=lambda domain: token_permutations(domain),
         check=check_token_permutation,
+        witness="right_padding_assumed",
     ),
     Invariant(
         id="example-permutation",
@@ -248,5 +251,6 @@ INVARIANTS = (
         spec_refs=("example-permutation-invariance",),
         strategy=lambda domain: example_permutations(domain),
         check=check_example_permutation,
+        witness="lengths_from_first_row",
     ),
 )

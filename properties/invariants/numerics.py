@@ -145,6 +145,7 @@ INVARIANTS = (
         strategy=lambda domain: extreme_cases(domain),
         check=check_finite,
         examples=(named("huge-alpha-float32"),),
+        witness="no_max_subtraction",
     ),
     Invariant(
         id="huge-alpha-concentration",
@@ -161,6 +162,7 @@ INVARIANTS = (
             ),
         ),
         applies=lambda domain: domain.max_alpha >= 1e6,
+        witness="alpha_ignored",
     ),
     Invariant(
         id="kappa-bounds",
@@ -170,6 +172,7 @@ INVARIANTS = (
         strategy=lambda domain: loss_cases(domain),
         check=check_kappa_bounds,
         examples=(named("all-zero-surprisal-row"), named("ties-at-max")),
+        witness="kappa_ratio_of_means",
     ),
     Invariant(
         id="kappa-monotone-in-alpha",
@@ -178,5 +181,6 @@ INVARIANTS = (
         spec_refs=("kappa-monotone-in-alpha",),
         strategy=lambda domain: alpha_pairs(domain),
         check=check_kappa_monotone,
+        witness="kappa_from_token_nll",
     ),
 )

@@ -58,6 +58,7 @@ INVARIANTS = (
                 "tail-share-float32",
             )
         ),
+        witness="global_token_mean",
     ),
     Invariant(
         id="oracle-agreement-low-precision",
@@ -73,6 +74,7 @@ INVARIANTS = (
             named("bfloat16-integer-mask"),
             named("subnormal-tail-shares"),
         ),
+        witness="low_precision_compute",
     ),
     Invariant(
         id="oracle-agreement-logits",
@@ -82,5 +84,6 @@ INVARIANTS = (
         spec_refs=("MATH.md#the-five-terms-the-two-diagnostics-and-the-total",),
         strategy=lambda domain: logits_cases(domain),
         check=check_oracle_agreement,
+        witness="alpha_ignored",
     ),
 )

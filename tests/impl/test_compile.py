@@ -1,11 +1,13 @@
 """Under torch.compile: one graph (no break) with validate=False, and the eager values.
 
-One small compile (forward and backward together); skipped where torch.compile cannot run,
-for instance without a C compiler for the inductor backend.
+One small compile (forward and backward together) for each branch of the shares (alpha 0,
+0.5, 1 and a power); skipped where torch.compile cannot run, for instance without a C
+compiler for the inductor backend.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sys
 
@@ -26,14 +28,14 @@ pytestmark = pytest.mark.skipif(
     reason="torch.compile (inductor) is unavailable on this platform",
 )
 
-CONFIG = EVERY_TERM_CONFIG
 
+@pytest.mark.parametrize("alpha", [0.0, 0.5, 1.0, EVERY_TERM_CONFIG.token_weight_alpha])
+def test_compiled_values_and_gradient_match_eager(alpha: float) -> None:
+    config = dataclasses.replace(EVERY_TERM_CONFIG, token_weight_alpha=alpha)
 
-def stack(token_nll, zfree_token_nll, mask):
-    return reconstruction_losses(token_nll, zfree_token_nll, mask, CONFIG, validate=False)
+    def stack(token_nll, zfree_token_nll, mask):
+        return reconstruction_losses(token_nll, zfree_token_nll, mask, config, validate=False)
 
-
-def test_compiled_values_and_gradient_match_eager() -> None:
     torch._dynamo.reset()
     generator = torch.Generator().manual_seed(0)
     l = torch.rand(4, 6, generator=generator) * 5
@@ -54,7 +56,7 @@ def test_compiled_values_and_gradient_match_eager() -> None:
     eager_losses = stack(eager_leaf, b_junk, mask)
     eager_losses.total_reconstruction_loss.backward()
 
-    tolerance = output_tolerance(torch.float32, length=6, alpha=CONFIG.token_weight_alpha)
+    tolerance = output_tolerance(torch.float32, length=6, alpha=alpha)
     scale_losses = stack(l.abs(), b, mask)
     for name in RECONSTRUCTION_LOSS_NAMES:
         observed, expected = compiled_losses[name].item(), eager_losses[name].item()

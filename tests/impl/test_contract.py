@@ -11,6 +11,7 @@ import torch
 from properties.tolerances import output_tolerance
 from recon_impl import (
     RECONSTRUCTION_LOSS_NAMES,
+    RECONSTRUCTION_TERM_NAMES,
     DisentanglementLossConfig,
     ReconstructionLossConfig,
     ReconstructionLosses,
@@ -218,3 +219,80 @@ def test_config_defaults_are_the_design_defaults() -> None:
         "enable_router_support_loss": True,
         "inter_latent_divergence_weight": 0.0,
     }
+
+
+def test_outputs_may_be_modified_in_place() -> None:
+    # gradient accumulation: each output is a tensor of its own, not a view
+    l, b, mask = batch()
+    for name in (*RECONSTRUCTION_TERM_NAMES, "total_reconstruction_loss"):
+        leaf = l.clone().requires_grad_()
+        losses = reconstruction_losses(leaf, b, mask, CONFIG)
+        before = values(losses)
+        (expected,) = torch.autograd.grad(losses[name], leaf, retain_graph=True)
+        loss = losses[name]
+        loss /= 4
+        aux = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
+        loss += aux
+        loss.backward()
+        assert loss.item() == pytest.approx(before[name] / 4 + 0.5, rel=1e-15)
+        torch.testing.assert_close(leaf.grad, expected / 4, rtol=1e-15, atol=0.0)
+        assert aux.grad.item() == 1.0
+        assert {k: v for k, v in values(losses).items() if k != name} == {
+            k: v for k, v in before.items() if k != name
+        }
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        # R_ex = 1 / 1e-40 overflows float32; R_dist = 1 / 1e-39 too
+        ReconstructionLossConfig(example_inverse_surprisal_epsilon=0.0),
+        ReconstructionLossConfig(distribution_normalized_weight=0.0, zfree_reference_scale=1e-39),
+    ],
+)
+def test_a_zero_weighted_term_that_overflows_stays_out_of_the_total(config) -> None:
+    l = torch.ones(1, 2, requires_grad=True)
+    b = torch.full((1, 2), 1e-40)
+    losses = reconstruction_losses(l, b, torch.ones(1, 2, dtype=torch.bool), config)
+    assert losses.total_reconstruction_loss.item() == 1.0  # raw_weight 1 on R_raw = 1
+    assert any(math.isinf(v.item()) for v in losses.values())  # still computed and returned
+    losses.total_reconstruction_loss.backward()
+    assert l.grad.tolist() == [[0.5, 0.5]]
+
+
+@pytest.mark.parametrize("validate", [True, False])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"normalized_concentration_corrected_token_weighted_weight": 1e300},
+        {"zfree_reference_scale": 1e-300},
+        {
+            "normalized_concentration_corrected_token_weighted_weight": 1.0,
+            "zfree_reference_scale": 1e-300,
+        },
+        {"example_inverse_surprisal_weight": 1e300, "token_weighted_weight": 1e300},
+    ],
+)
+def test_the_gradient_is_exactly_zero_at_padded_positions_whatever_overflows(
+    changes, validate: bool
+) -> None:
+    # float32: the coefficients overflow to inf, and 0 * inf at a padded position is NaN
+    # unless the gradient is selected there
+    config = dataclasses.replace(CONFIG, **changes)
+    l, b, mask = batch(torch.float32)
+    for alpha in (0.0, 1.0, 2.0):
+        leaf = l.clone().requires_grad_()
+        cfg = dataclasses.replace(config, token_weight_alpha=alpha)
+        losses = reconstruction_losses(leaf, b, mask, cfg, validate=validate)
+        losses.total_reconstruction_loss.backward()
+        assert torch.all(leaf.grad[~mask] == 0), (alpha, leaf.grad)
+        assert not torch.isnan(leaf.grad[mask]).any()
+
+
+def test_a_total_without_weighted_terms_has_a_zero_gradient() -> None:
+    l, b, mask = batch()
+    leaf = l.clone().requires_grad_()
+    total = reconstruction_losses(leaf, b, mask, ReconstructionLossConfig(raw_weight=0.0))
+    assert total.total_reconstruction_loss.item() == 0.0
+    total.total_reconstruction_loss.backward()
+    assert torch.equal(leaf.grad, torch.zeros_like(l))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
 
@@ -84,10 +86,17 @@ def test_epsilon_zero_with_a_zero_surprisal_example() -> None:
     call(b=b, config=ReconstructionLossConfig(example_inverse_surprisal_epsilon=1e-3))
 
 
-def test_overflowing_sum_of_finite_values_is_not_an_error() -> None:
-    big = torch.full((1, 2), 3e38)
-    out = call(l=big, b=torch.ones(1, 2), mask=torch.ones(1, 2, dtype=torch.bool))
-    assert math.isinf(out.reconstruction_loss.item())
+@pytest.mark.parametrize("argument", ["token_nll", "zfree_token_nll"])
+def test_a_sum_that_overflows_the_compute_dtype_is_an_error(argument: str) -> None:
+    # finite float32 values whose per-example sum overflows float32: their mean (3e38)
+    # cannot be computed in float32, and the checks say so rather than return inf
+    big, ones, mask = torch.full((1, 2), 3e38), torch.ones(1, 2), torch.ones(1, 2).bool()
+    l, b = (big, ones) if argument == "token_nll" else (ones, big)
+    with pytest.raises(ValueError, match=rf"{argument} is too large .* float32 .* example 0"):
+        call(l=l, b=b, mask=mask)
+    # without the checks the overflow shows as inf or NaN, never as an error
+    out = reconstruction_losses(l, b, mask, ReconstructionLossConfig(), validate=False)
+    assert not all(math.isfinite(v.item()) for v in out.values())
 
 
 WEIGHT_FIELDS = [
@@ -134,3 +143,50 @@ def test_disentanglement_config_rejects_bad_fields() -> None:
         DisentanglementLossConfig(reconstruction={"raw_weight": 1.0})
     with pytest.raises(ValueError, match=r"enable_router_support_loss must be a bool"):
         DisentanglementLossConfig(enable_router_support_loss=1)
+
+
+RECONSTRUCTION_FIELDS = [
+    *WEIGHT_FIELDS,
+    "token_weight_alpha",
+    "example_inverse_surprisal_epsilon",
+    "zfree_reference_scale",
+]
+DISENTANGLEMENT_FIELDS = [
+    "beta",
+    "router_support_weight",
+    "posterior_entropy_weight",
+    "posterior_variance_weight",
+    "router_marginal_kl_to_prior_weight",
+    "router_supervision_weight",
+    "inter_latent_divergence_weight",
+]
+
+
+@pytest.mark.parametrize(
+    "value", [10**400, -(10**400), Fraction(10**400, 3)], ids=["1e400", "-1e400", "fraction"]
+)
+@pytest.mark.parametrize(
+    ("owner", "field"),
+    [(ReconstructionLossConfig, f) for f in RECONSTRUCTION_FIELDS]
+    + [(DisentanglementLossConfig, f) for f in DISENTANGLEMENT_FIELDS],
+)
+def test_config_rejects_a_number_too_large_for_a_float(owner, field: str, value) -> None:
+    # float() of these raises OverflowError; the config names the field instead
+    with pytest.raises(ValueError, match=rf"{owner.__name__}\.{field} must be finite"):
+        owner(**{field: value})
+
+
+@pytest.mark.parametrize("field", RECONSTRUCTION_FIELDS)
+def test_config_takes_numbers_that_convert_to_finite_floats(field: str) -> None:
+    for value, expected in [
+        (np.float32(0.5), 0.5),
+        (np.float64(2.0), 2.0),
+        (np.int64(3), 3.0),
+        (Fraction(1, 4), 0.25),
+        (10**300, 1e300),
+    ]:
+        stored = getattr(ReconstructionLossConfig(**{field: value}), field)
+        assert stored == expected and type(stored) is float
+    for value in (np.float64("nan"), np.float32("inf"), np.True_):
+        with pytest.raises(ValueError, match=rf"ReconstructionLossConfig\.{field} must be"):
+            ReconstructionLossConfig(**{field: value})

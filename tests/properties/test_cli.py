@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from properties.cli import main
+
 ROOT = Path(__file__).parents[2]
 TARGETS = Path(__file__).parent / "targets"
 #: two invariants: one that draws alpha = 0 (where the misbehaving targets misbehave), one
@@ -98,24 +100,35 @@ def test_file_targets_named_like_standard_modules_do_not_replace_them(name: str)
         ("no_such_module:f", "cannot import 'no_such_module'"),
         ("recon_impl:no_such_function", "has no attribute 'no_such_function'"),
         ("recon_impl:RECONSTRUCTION_LOSS_NAMES", "not a callable"),
-        ("recon_impl", "must look like MODULE:CALLABLE"),
         ("recon_impl:token_nll_from_logits", "cannot be called as f(token_nll"),
-        ("", "the target is an empty name"),
-        ("  ", "the target is an empty name"),
     ],
 )
 def test_target_that_cannot_be_imported_or_called_exits_2(target: str, message: str) -> None:
-    done = check(target, "--max-examples", "2")
+    done = check(target, "--max-examples", "2", "-j", "1")
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr
     assert "passed" not in done.stdout
 
 
-def test_an_empty_environment_variable_is_an_error_not_the_default() -> None:
-    done = check("--max-examples", "2", RECON_IMPL="")
-    assert done.returncode == 2
-    assert "$RECON_IMPL is set but empty" in done.stderr
-    assert "passed" not in done.stdout
+@pytest.mark.parametrize(
+    ("target", "environment", "message"),
+    [
+        ("recon_impl", None, "must look like MODULE:CALLABLE"),
+        ("", None, "the target is an empty name"),
+        ("  ", None, "the target is an empty name"),
+        (None, "", "$RECON_IMPL is set but empty"),
+    ],
+)
+def test_an_empty_or_malformed_name_is_an_error_not_the_default(
+    target, environment, message, monkeypatch, capsys
+) -> None:
+    if environment is None:
+        monkeypatch.delenv("RECON_IMPL", raising=False)
+    else:
+        monkeypatch.setenv("RECON_IMPL", environment)
+    assert main(["check", *([target] if target is not None else []), "--max-examples", "2"]) == 2
+    out, err = capsys.readouterr()
+    assert message in err and "passed" not in out
 
 
 def test_a_target_that_exits_while_imported_cannot_be_checked() -> None:
@@ -240,11 +253,15 @@ def test_workers_die_with_the_checking_process(tmp_path: Path, how: signal.Signa
         ("--profile", "fast"),
     ],
 )
-def test_a_bad_option_is_a_usage_error_before_anything_runs(options: tuple[str, str]) -> None:
-    done = check(*options, "-i", "kappa-bounds")
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "error: argument" in done.stderr
-    assert "Traceback" not in done.stderr and done.stdout == ""
+def test_a_bad_option_is_a_usage_error_before_anything_runs(
+    options: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # in this process: a usage error comes before any worker or target
+    with pytest.raises(SystemExit) as raised:
+        main(["check", *options, "-i", "kappa-bounds"])
+    out, err = capsys.readouterr()
+    assert raised.value.code == 2
+    assert "error: argument" in err and out == ""
 
 
 @pytest.mark.skipif(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from properties.invariant import Invariant
@@ -80,6 +81,14 @@ def _input_lines(result: InvariantResult) -> list[str]:
     return lines
 
 
+def _documents(refs: Sequence[str]) -> str:
+    """Where the references are written: docs/MATH.md and docs/API.md by name; an identity's
+    id is rendered, with its proof, in docs/SPEC.md."""
+    pages = {ref.split("#")[0] for ref in refs if "#" in ref}
+    named = ["docs/SPEC.md"] if any("#" not in ref for ref in refs) else []
+    return ", ".join([*named, *(f"docs/{page}" for page in sorted(pages, reverse=True))])
+
+
 def failure_section(
     invariant: Invariant,
     result: InvariantResult,
@@ -96,7 +105,7 @@ def failure_section(
     failure = result.failure
     assert failure is not None
     out.write(f"\n{RULE}\n{MARKS[result.status]} {invariant.id}: {invariant.statement}\n")
-    out.write(f"spec: {', '.join(invariant.spec_refs)} (docs/SPEC.md, docs/MATH.md)\n\n")
+    out.write(f"spec: {', '.join(invariant.spec_refs)} ({_documents(invariant.spec_refs)})\n\n")
     out.write(failure.message.rstrip() + "\n")
     if failure.diagnosis:
         out.write("\nlikely cause (the outputs observed above, against the spec's):\n")

@@ -3,7 +3,7 @@
 The seed specifies more than the math of the stack: two frozen config dataclasses (their
 fields, in its order, with its defaults, ``reconstruction`` nested in the second), the seven
 trainer flags and the removal of the old boolean (a hard migration), and what
-``compute_total_loss`` returns. MATH.md, "The API of seed 001", states the rules; this module
+``compute_total_loss`` returns. docs/API.md states the rules; this module
 holds the facts the conformance suite checks an API module against
 (``recon-spec check-api``). The five weight fields and flags come from the term registry
 (``spec/terms.py``); everything else is written here once.

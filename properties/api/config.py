@@ -1,5 +1,5 @@
-"""The two config dataclasses (seed 001, "Reconstruction config"; MATH.md, "Config" and
-"Errors"): frozen, exactly the seed's fields in its order with its defaults, the nested
+"""The two config dataclasses (seed 001, "Reconstruction config"; API.md, "Config" and
+"Validation"): frozen, exactly the seed's fields in its order with its defaults, the nested
 reconstruction config, no shim of the old API, validation, run metadata."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from spec.api import (
 )
 
 BOTH = (RECONSTRUCTION_CONFIG, DISENTANGLEMENT_CONFIG)
-CONFIG_REFS = ("MATH.md#config", "MATH.md#the-api-of-seed-001")
+CONFIG_REFS = ("API.md#config",)
 
 
 def _violation(message: str, drawn: Any, *failing: str) -> InvariantViolation:
@@ -351,7 +351,7 @@ INVARIANTS = (
         group="config",
         statement="no field, attribute or constructor argument of the old API "
         "(normalize_reconstruction_loss, ...) and no field beyond the seed's: a hard migration",
-        spec_refs=(*CONFIG_REFS, "MATH.md#trainer-flags"),
+        spec_refs=(*CONFIG_REFS, "API.md#trainer-flags"),
         strategy=lambda domain: legacy_uses(),
         check=check_no_legacy,
         needs=BOTH,
@@ -361,7 +361,7 @@ INVARIANTS = (
         group="config",
         statement="construction rejects every invalid value of MATH.md Errors (negative, "
         "NaN, inf, not a number, a bool, c <= 0, ...) with a ValueError naming the field",
-        spec_refs=("MATH.md#errors", *CONFIG_REFS),
+        spec_refs=("MATH.md#errors", "API.md#validation", *CONFIG_REFS),
         strategy=lambda domain: invalid_values(),
         check=check_rejects_invalid,
         needs=BOTH,

@@ -1,4 +1,4 @@
-"""The seven trainer flags (seed 001, "CLI surface"; MATH.md, "Trainer flags"), each checked
+"""The seven trainer flags (seed 001, "CLI surface"; API.md, "Trainer flags"), each checked
 on a fresh ``argparse.ArgumentParser(prog="train")`` that ``add_reconstruction_loss_arguments``
 filled: they exist, their defaults are the dataclass defaults, each sets its own field and
 only that one, a bad value is argparse's usage error, and the removed boolean is a usage
@@ -37,7 +37,7 @@ from spec.api import (
     REPLACEMENT_FLAG,
 )
 
-FLAG_REFS = ("MATH.md#trainer-flags", "MATH.md#the-api-of-seed-001")
+FLAG_REFS = ("API.md#trainer-flags",)
 #: a usage error of argparse starts with this line
 USAGE = "usage:"
 

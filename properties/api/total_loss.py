@@ -1,4 +1,4 @@
-"""``compute_total_loss`` (seed 001, "Returned scalar losses and diagnostics"; MATH.md,
+"""``compute_total_loss`` (seed 001, "Returned scalar losses and diagnostics"; API.md,
 "compute_total_loss"): the bundle, its reconstruction values, the weighted total, and the
 terms that must be given."""
 
@@ -37,7 +37,7 @@ from spec.api import (
 )
 from spec.terms import LOSS_NAMES, TOTAL_NAME, WEIGHT_FIELDS
 
-TOTAL_REFS = ("MATH.md#compute_total_loss", "MATH.md#the-api-of-seed-001")
+TOTAL_REFS = ("API.md#compute_total_loss",)
 NEEDS = (RECONSTRUCTION_CONFIG, DISENTANGLEMENT_CONFIG, COMPUTE_TOTAL_LOSS)
 
 

@@ -316,8 +316,8 @@ INVARIANTS = (
     ApiInvariant(
         id="flags-removed",
         group="flags",
-        statement=f"{REMOVED_FLAG}, however spelt (bare, =value, a prefix, among other "
-        f"flags), is a usage error naming {REPLACEMENT_FLAG}",
+        statement=f"{REMOVED_FLAG} in every spelling (bare, =value, a prefix) is a usage error "
+        f"naming {REPLACEMENT_FLAG}",
         spec_refs=FLAG_REFS,
         strategy=lambda domain: removed_spellings(),
         check=check_removed,

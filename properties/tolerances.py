@@ -145,3 +145,10 @@ def weighted_sum_tolerance(result_dtype: torch.dtype, *, terms: int) -> Toleranc
     """
     u = unit_roundoff(computation_dtype(result_dtype))
     return Tolerance(rtol=4.0 * (terms + 1) * u)
+
+
+def weight_gradient_tolerance(term_dtype: torch.dtype) -> Tolerance:
+    """Tolerance of d(total_loss)/d(a) = w for an auxiliary term ``a`` of ``term_dtype``,
+    relative to ``|w|``: the gradient is the weight rounded once to the term's dtype (a
+    unit roundoff), with the module docstring's margin of 2."""
+    return Tolerance(rtol=2.0 * unit_roundoff(term_dtype))

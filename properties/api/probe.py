@@ -324,32 +324,70 @@ class ApiProbe:
     ) -> Any:
         """``api.compute_total_loss`` on fresh tensors of ``drawn`` (a ``TotalLossCase``),
         with its auxiliary terms but those in ``omit``; what it returns, unchecked."""
+        outputs, _ = self.total_loss_call(
+            drawn, omit=omit, token_nll_requires_grad=token_nll_requires_grad
+        )
+        return outputs
+
+    def total_loss_call(
+        self,
+        drawn: Any,
+        *,
+        omit: tuple[str, ...] = (),
+        token_nll_requires_grad: bool = False,
+        gradients: bool = False,
+    ) -> tuple[Any, dict[str, torch.Tensor]]:
+        """``total_loss``, and the tensors it was given by name (``token_nll``,
+        ``zfree_token_nll``, ``mask`` and each auxiliary term). With ``gradients`` every
+        floating input requires grad, and the lines end with the gradient of ``total_loss``
+        with respect to each of them."""
         case: LossCase = drawn.case
         k = next(self._counter)
         auxiliary = {n: v for n, v in drawn.auxiliary if n not in omit}
         dtype = f"torch.{DTYPE_NAMES[drawn.auxiliary_dtype]}"
         device = "" if case.device == "cpu" else f", device={case.device!r}"
-        keywords = "".join(
-            f", {n}=torch.tensor({format_float(v)}, dtype={dtype}{device})"
-            for n, v in auxiliary.items()
-        )
-        lines = (
-            *input_lines(case, k, token_nll_requires_grad=token_nll_requires_grad),
+        grad = ", requires_grad=True" if gradients else ""
+        lines = [
+            *input_lines(
+                case,
+                k,
+                token_nll_requires_grad=token_nll_requires_grad or gradients,
+                zfree_requires_grad=gradients,
+            ),
+            *(
+                f"{n}_{k} = torch.tensor({format_float(v)}, dtype={dtype}{device}{grad})"
+                for n, v in auxiliary.items()
+            ),
             f"config_{k} = {self.code(drawn.build())}",
             f"out_{k} = api.{COMPUTE_TOTAL_LOSS}(token_nll_{k}, zfree_token_nll_{k}, mask_{k}, "
-            f"config_{k}{keywords})",
+            f"config_{k}{''.join(f', {n}={n}_{k}' for n in auxiliary)})",
             f"print({{name: value.tolist() for name, value in out_{k}.items()}})",
-        )
-        token_nll, zfree, mask = case.tensors(requires_grad=token_nll_requires_grad)
+        ]
+        main = len(lines) - 2
+        if gradients:
+            inputs = ["token_nll", "zfree_token_nll", *auxiliary]
+            lines += [
+                f"inputs_{k} = {{{', '.join(f'{n!r}: {n}_{k}' for n in inputs)}}}",
+                f"grads_{k} = torch.autograd.grad(out_{k}['total_loss'], "
+                f"list(inputs_{k}.values()), allow_unused=True)",
+                f"print({{n: g if g is None else g.tolist() for n, g in "
+                f"zip(inputs_{k}, grads_{k})}})",
+            ]
+        token_nll, zfree, mask = case.tensors(requires_grad=token_nll_requires_grad or gradients)
+        if gradients:
+            zfree.requires_grad_(True)
+        tensors = {"token_nll": token_nll, "zfree_token_nll": zfree, "mask": mask}
         terms = {
-            n: torch.tensor(v, dtype=drawn.auxiliary_dtype, device=case.device)
+            n: torch.tensor(
+                v, dtype=drawn.auxiliary_dtype, device=case.device, requires_grad=gradients
+            )
             for n, v in auxiliary.items()
         }
-        with self._use(ApiCall(lines, case, drawn, main=-2)) as call:
+        with self._use(ApiCall(tuple(lines), case, drawn, main=main)) as call:
             config = self._make(drawn.build())
             outputs = self.attribute(COMPUTE_TOTAL_LOSS)(token_nll, zfree, mask, config, **terms)
             call.values = scalar_values(outputs)
-        return outputs
+        return outputs, {**tensors, **terms}
 
 
 def scalar_values(outputs: Any) -> dict[str, float]:

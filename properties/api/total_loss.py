@@ -18,12 +18,19 @@ from properties.api.strategies import (
     missing_terms,
     total_loss_cases,
 )
-from properties.assertions import assert_values_close
+from properties.assertions import assert_tensor_close, assert_values_close
 from properties.cases import DTYPE_NAMES, LossCase
 from properties.invariant import InvariantViolation, NamedInput
+from properties.invariants.common import assume_gradient_representable
 from properties.invariants.edge_cases import EDGE_CASES
 from properties.oracle import expected
-from properties.tolerances import case_tolerance, weighted_sum_tolerance
+from properties.tolerances import (
+    case_tolerance,
+    computation_dtype,
+    gradient_tolerance,
+    weight_gradient_tolerance,
+    weighted_sum_tolerance,
+)
 from spec.api import (
     AUXILIARY_NAMES,
     AUXILIARY_TERMS,
@@ -244,6 +251,110 @@ def check_requires_weighted_terms(probe: ApiProbe, drawn: MissingTerm) -> None:
     )
 
 
+# --- total-loss-contract -------------------------------------------------------------------
+
+
+def _unchanged(before: torch.Tensor, after: torch.Tensor) -> bool:
+    """The same dtype, shape and values (NaN where there was NaN)."""
+    if before.dtype != after.dtype or before.shape != after.shape:
+        return False
+    before, after = before.detach().cpu(), after.detach().cpu()
+    same = before == after
+    if before.is_floating_point():
+        same |= before.isnan() & after.isnan()
+    return bool(same.all())
+
+
+def check_contract(probe: ApiProbe, drawn: TotalLossCase) -> None:
+    case = drawn.case
+    outputs, given = probe.total_loss_call(drawn)
+    originals = dict(zip(("token_nll", "zfree_token_nll", "mask"), case.tensors(), strict=True))
+    originals.update(
+        (n, torch.tensor(v, dtype=drawn.auxiliary_dtype, device=case.device))
+        for n, v in drawn.auxiliary
+    )
+    problems = [
+        f"it modified the caller's {name}: {given[name].tolist()}, was {originals[name].tolist()}"
+        for name in originals
+        if not _unchanged(originals[name], given[name])
+    ]
+    result_dtype = computation_dtype(case.dtype)
+    for name, value in outputs.items() if isinstance(outputs, Mapping) else ():
+        if not isinstance(value, torch.Tensor):
+            continue  # total-loss-bundle says so
+        if value.device.type != torch.device(case.device).type:
+            problems.append(f"{name} is on {value.device}, the inputs on {case.device}")
+        if name in LOSS_NAMES and value.dtype != result_dtype:
+            problems.append(
+                f"{name} is {DTYPE_NAMES.get(value.dtype, value.dtype)}, expected "
+                f"{DTYPE_NAMES[result_dtype]} for {DTYPE_NAMES[case.dtype]} inputs"
+            )
+    if problems:
+        raise _violation(
+            f"{COMPUTE_TOTAL_LOSS} leaves its inputs as they were and returns the "
+            "reconstruction entries in float32 or better (the inputs' dtype from float32 "
+            "up) on the inputs' device: " + "; ".join(problems),
+            case,
+            "contract",
+        )
+
+
+# --- total-loss-gradient -------------------------------------------------------------------
+
+
+def check_gradient(probe: ApiProbe, drawn: TotalLossCase) -> None:
+    case = drawn.case
+    assume_gradient_representable(case)
+    outputs, given = probe.total_loss_call(drawn, gradients=True)
+    total = outputs.get(TOTAL_LOSS) if isinstance(outputs, Mapping) else None
+    if not isinstance(total, torch.Tensor) or total.dim() != 0:
+        raise _violation(
+            f"cannot differentiate: {TOTAL_LOSS} is not a 0-dim tensor (total-loss-bundle says "
+            "more)",
+            case,
+            TOTAL_LOSS,
+        )
+    names = [n for n in given if n != "mask"]
+    grads: tuple[torch.Tensor | None, ...] = (None,) * len(names)
+    if total.requires_grad:
+        grads = torch.autograd.grad(total, [given[n] for n in names], allow_unused=True)
+    found = dict(zip(names, grads, strict=True))
+    leak = found.pop("zfree_token_nll")
+    if leak is not None and bool((leak != 0).any()):
+        raise _violation(
+            f"{TOTAL_LOSS} carries a gradient to zfree_token_nll ({leak.tolist()}): every "
+            "weight built from it is detached",
+            case,
+            "zfree gradient",
+        )
+    token = found.pop("token_nll")
+    reference = torch.tensor(expected(case).token_gradient, dtype=torch.float64)
+    assert_tensor_close(
+        torch.zeros_like(reference) if token is None else token,
+        reference,
+        gradient_tolerance(case.dtype, length=case.shape[1], alpha=case.config.token_weight_alpha),
+        what=f"d{TOTAL_LOSS}/dtoken_nll = dJ/dl (MATH.md, Gradients)",
+        case=case,
+    )
+    weights = drawn.effective()
+    tolerance = weight_gradient_tolerance(drawn.auxiliary_dtype)
+    wrong = []
+    for name, grad in found.items():
+        observed = 0.0 if grad is None else float(grad)
+        if not tolerance.allows(observed, weights[name], weights[name]):
+            wrong.append(
+                f"d{TOTAL_LOSS}/d{name} is {observed:.9g}, its effective weight is "
+                f"{weights[name]:g}"
+            )
+    if wrong:
+        raise _violation(
+            "the gradient of total_loss with respect to each given auxiliary term is its "
+            f"effective weight ({_weights_of(drawn, [n for n in found])}): " + "; ".join(wrong),
+            case,
+            TOTAL_LOSS,
+        )
+
+
 # --- named inputs --------------------------------------------------------------------------
 
 
@@ -326,6 +437,28 @@ INVARIANTS = (
         spec_refs=TOTAL_REFS,
         strategy=lambda domain: total_loss_cases(domain),
         check=check_weighted_sum,
+        needs=NEEDS,
+        examples=EXAMPLES,
+    ),
+    ApiInvariant(
+        id="total-loss-contract",
+        group="total-loss",
+        statement="the caller's tensors are left unchanged; the reconstruction entries are "
+        "float32 or better (the inputs' dtype from float32 up), on the inputs' device",
+        spec_refs=("MATH.md#contract-of-an-implementation", *TOTAL_REFS),
+        strategy=lambda domain: total_loss_cases(domain),
+        check=check_contract,
+        needs=NEEDS,
+        examples=EXAMPLES[:1],
+    ),
+    ApiInvariant(
+        id="total-loss-gradient",
+        group="total-loss",
+        statement="d total_loss/d token_nll is J's closed form, d total_loss/d a_k each given "
+        "term's effective weight; nothing flows to zfree_token_nll",
+        spec_refs=("MATH.md#gradients", *TOTAL_REFS),
+        strategy=lambda domain: total_loss_cases(domain),
+        check=check_gradient,
         needs=NEEDS,
         examples=EXAMPLES,
     ),

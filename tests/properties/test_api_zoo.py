@@ -25,21 +25,6 @@ REJECT = settings(profile_settings("ci"), max_examples=40, phases=[Phase.explici
 ACCEPT = settings(profile_settings("ci"), max_examples=25)
 
 
-def overflow_bug() -> bool:
-    """recon_impl's config raises OverflowError for 10**400 (a fix is under way)."""
-    try:
-        recon_impl.ReconstructionLossConfig(raw_weight=10**400)
-    except OverflowError:
-        return True
-    except ValueError:
-        return False
-    return False
-
-
-#: the one known finding of the API invariants in recon_impl, kept sharp until it is fixed
-KNOWN_FINDINGS = {"config-rejects-invalid": overflow_bug()}
-
-
 def wrong_module(name: str) -> types.ModuleType:
     return importlib.import_module(f"properties.zoo.api.wrong.{name}")
 
@@ -62,14 +47,7 @@ def test_every_api_invariant_names_the_mistake_of_a_wrong_module() -> None:
 
 @pytest.mark.parametrize("invariant", INVARIANTS, ids=lambda i: i.id)
 @pytest.mark.parametrize("module", [correct, recon_impl], ids=lambda m: m.__name__)
-def test_the_correct_module_and_recon_impl_pass(module, invariant, request) -> None:
-    if module is recon_impl and KNOWN_FINDINGS.get(invariant.id):
-        request.applymarker(
-            pytest.mark.xfail(
-                reason="recon_impl raises OverflowError, not ValueError, for raw_weight=10**400",
-                strict=True,
-            )
-        )
+def test_the_correct_module_and_recon_impl_pass(module, invariant) -> None:
     result = run_invariant(invariant, module, target=module.__name__, settings=ACCEPT)
     assert result.status == "passed", result.failure.message if result.failure else result.status
 

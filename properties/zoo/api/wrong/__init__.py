@@ -22,6 +22,10 @@ MISTAKES: dict[str, tuple[str, str]] = {
         "config-rejects-invalid",
         "validation checks the sign alone: NaN, inf, strings and bools pass",
     ),
+    "error_without_field_name": (
+        "config-rejects-invalid",
+        "every invalid value is rejected with ValueError('invalid config'), naming no field",
+    ),
     "metadata_without_alpha": (
         "config-run-metadata",
         "to_dict() logs the weights only: token_weight_alpha is lost from the run metadata",
@@ -76,6 +80,18 @@ MISTAKES: dict[str, tuple[str, str]] = {
     "zero_weight_terms_required": (
         "total-loss-weighted-sum",
         "router_support must be given whenever its weight is non-zero, even switched off",
+    ),
+    "inputs_modified": (
+        "total-loss-contract",
+        "padded positions of the caller's zfree_token_nll are zeroed in place",
+    ),
+    "float64_results": (
+        "total-loss-contract",
+        "the stack runs in float64: float32 and half inputs give float64 entries",
+    ),
+    "auxiliary_terms_detached": (
+        "total-loss-gradient",
+        "the auxiliary terms enter the total detached: its value is right, no gradient flows",
     ),
     "missing_term_as_zero": (
         "total-loss-missing-term",

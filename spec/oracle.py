@@ -72,22 +72,14 @@ _SHARE = sp.Symbol("share", nonnegative=True)
 
 @dataclass(frozen=True)
 class _ShareAs:
-    """``example`` with every share replaced by one symbol (for ``token_gradient``)."""
+    """``example`` with every share replaced by one symbol (for ``token_gradient``); every
+    other per-example quantity (n_i, bbar_i, kappa_i, ...) is the example's own."""
 
     example: Example
     symbol: sp.Symbol
 
-    @property
-    def count(self) -> sp.Expr:
-        return self.example.count
-
-    @property
-    def bbar(self) -> sp.Expr:
-        return self.example.bbar
-
-    @property
-    def kappa(self) -> sp.Expr:
-        return self.example.kappa
+    def __getattr__(self, name: str) -> sp.Expr:
+        return getattr(self.example, name)
 
     def share(self, token: object) -> sp.Expr:
         return self.symbol

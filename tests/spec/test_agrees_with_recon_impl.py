@@ -16,6 +16,7 @@ import torch
 
 import spec
 from recon_impl import ReconstructionLossConfig, reconstruction_losses
+from spec.terms import WEIGHT_FIELDS
 
 RELATIVE = 1e-9
 ALPHAS = (0.0, 0.5, 1.0, 2.0, 7.3)
@@ -62,9 +63,9 @@ def _random_config(
     seed: int, alpha: float, epsilon: float, scale: float
 ) -> ReconstructionLossConfig:
     rng = random.Random(1000 + seed)
-    weights = [rng.choice((0.0, rng.uniform(0.0, 3.0))) for _ in range(5)]
+    weights = {name: rng.choice((0.0, rng.uniform(0.0, 3.0))) for name in WEIGHT_FIELDS}
     return ReconstructionLossConfig(
-        *weights,
+        **weights,
         token_weight_alpha=alpha,
         example_inverse_surprisal_epsilon=epsilon,
         zfree_reference_scale=scale,

@@ -24,21 +24,12 @@ from recon_impl import (
     shard_weights,
     weighted_shard_losses,
 )
+from tests.impl.configs import EVERY_WEIGHT, TERM_WEIGHT_FIELDS
 from tests.impl.test_zfree_reference_scale import guide_examples
 
 NAN, INF = math.nan, math.inf
-WEIGHT_FIELDS = {
-    "reconstruction_loss": "raw_weight",
-    "distribution_normalized_reconstruction_loss": "distribution_normalized_weight",
-    "example_inverse_surprisal_weighted_reconstruction_loss": "example_inverse_surprisal_weight",
-    "token_weighted_reconstruction_loss": "token_weighted_weight",
-    "normalized_concentration_corrected_token_weighted_reconstruction_loss": (
-        "normalized_concentration_corrected_token_weighted_weight"
-    ),
-}
-ALL_WEIGHTS = {"raw_weight": 0.5, "distribution_normalized_weight": 1.5}
-ALL_WEIGHTS |= {"example_inverse_surprisal_weight": 0.75, "token_weighted_weight": 2.0}
-ALL_WEIGHTS |= {"normalized_concentration_corrected_token_weighted_weight": 1.25}
+WEIGHT_FIELDS = TERM_WEIGHT_FIELDS
+ALL_WEIGHTS = EVERY_WEIGHT
 
 
 def shard(generator, rows: int, length: int, *, empty_rows: int = 0, integer_mask=False):
@@ -163,9 +154,9 @@ def test_a_plain_mean_over_shards_is_not_the_union() -> None:
 
 
 @pytest.mark.parametrize("alpha", [0.0, 1.0, 2.5])
-@pytest.mark.parametrize("term", [*RECONSTRUCTION_TERM_NAMES, "all five"])
+@pytest.mark.parametrize("term", [*RECONSTRUCTION_TERM_NAMES, "every term"])
 def test_accumulated_gradients_are_the_union_gradient(term: str, alpha: float) -> None:
-    weights = ALL_WEIGHTS if term == "all five" else {"raw_weight": 0.0, WEIGHT_FIELDS[term]: 1.0}
+    weights = ALL_WEIGHTS if term == "every term" else {"raw_weight": 0.0, WEIGHT_FIELDS[term]: 1.0}
     cfg = config(alpha, **weights)
     parts = [(l.clone().requires_grad_(True), b, mask) for l, b, mask in shards(1)]
     shard_weight = shard_weights([kept_example_count(mask) for _, _, mask in parts])

@@ -24,27 +24,14 @@ from recon_impl import (
     ReconstructionLossConfig,
     reconstruction_losses,
 )
+from tests.impl.configs import EVERY_WEIGHT, WEIGHT_FIELDS
 
 NAN, INF = math.nan, math.inf
-WEIGHT_FIELDS = (
-    "raw_weight",
-    "distribution_normalized_weight",
-    "example_inverse_surprisal_weight",
-    "token_weighted_weight",
-    "normalized_concentration_corrected_token_weighted_weight",
-)
 
 
 def config(alpha: float, epsilon: float = 0.1, **weights: float) -> ReconstructionLossConfig:
-    defaults = dict(
-        raw_weight=0.5,
-        distribution_normalized_weight=0.25,
-        example_inverse_surprisal_weight=0.75,
-        token_weighted_weight=1.5,
-        normalized_concentration_corrected_token_weighted_weight=2.0,
-    )
     return ReconstructionLossConfig(
-        **{**defaults, **weights},
+        **{**EVERY_WEIGHT, **weights},
         token_weight_alpha=alpha,
         example_inverse_surprisal_epsilon=epsilon,
         zfree_reference_scale=3.0,

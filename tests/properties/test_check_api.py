@@ -12,25 +12,20 @@ from pathlib import Path
 import pytest
 
 from properties.api import INVARIANTS
+from tests.properties.cli_runs import run_cli
 
 ROOT = Path(__file__).parents[2]
 TARGETS = Path(__file__).parent / "targets"
 WITHOUT_TOTAL_LOSS = str(TARGETS / "api_without_total_loss.py")
 
 
-def check_api(*args: str, timeout: int = 600, cwd: Path = ROOT, **environment: str):
-    return subprocess.run(
-        [sys.executable, "-m", "properties.cli", "check-api", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **environment},
-    )
+def check_api(*args: str, cwd: Path = ROOT, in_process: bool = True, **environment: str):
+    return run_cli("check-api", *args, cwd=cwd, in_process=in_process, environment=environment)
 
 
 def test_recon_impl_passes_the_whole_api_check() -> None:
-    done = check_api("recon_impl", "--profile", "ci", "--no-database")
+    # as a user runs it: the entry point in a process of its own
+    done = check_api("recon_impl", "--profile", "ci", "--no-database", in_process=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "recon-spec check-api: recon_impl" in done.stdout
     assert f"{len(INVARIANTS)} passed, 0 failed" in done.stdout
@@ -86,8 +81,6 @@ def test_a_module_that_cannot_be_checked_exits_2(args, environment, message) -> 
 
 
 def test_list_shows_every_api_invariant_and_what_it_needs() -> None:
-    from properties.api import INVARIANTS
-
     done = check_api("--list")
     assert done.returncode == 0
     for invariant in INVARIANTS:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from properties.cli import main
+from tests.properties.cli_runs import run_cli
 
 ROOT = Path(__file__).parents[2]
 TARGETS = Path(__file__).parent / "targets"
@@ -24,15 +25,8 @@ TARGETS = Path(__file__).parent / "targets"
 ALPHA_ZERO_AND_HUGE = ("-i", "alpha-zero-uniform", "-i", "huge-alpha-concentration")
 
 
-def check(*args: str, timeout: int = 300, cwd: Path = ROOT, **environment: str):
-    return subprocess.run(
-        [sys.executable, "-m", "properties.cli", "check", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **environment},
-    )
+def check(*args: str, cwd: Path = ROOT, in_process: bool = True, **environment: str):
+    return run_cli("check", *args, cwd=cwd, in_process=in_process, environment=environment)
 
 
 def reproduction_of(report: str) -> str:
@@ -46,7 +40,18 @@ def target(name: str) -> str:
 
 
 def test_passing_target_exits_0_with_a_table() -> None:
-    done = check("-i", "outputs-contract", "-i", "kappa-bounds", "--max-examples", "5", "-j", "1")
+    # as a user runs it: the entry point in a process of its own
+    done = check(
+        "-i",
+        "outputs-contract",
+        "-i",
+        "kappa-bounds",
+        "--max-examples",
+        "5",
+        "-j",
+        "1",
+        in_process=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "recon-spec check: recon_impl:reconstruction_losses" in done.stdout
     assert "invariant" in done.stdout and "examples" in done.stdout

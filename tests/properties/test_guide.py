@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.properties.cli_runs import run_cli
 
 GUIDE = Path(__file__).parents[2] / "docs" / "GUIDE.md"
 
@@ -28,20 +29,17 @@ def write_guide_files(folder: Path, title: str = "Checking your own implementati
     return files
 
 
-def check(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "properties.cli", "check", "recon_adapter:losses", *args],
-        capture_output=True,
-        text=True,
-        cwd=folder,
-        timeout=600,
-    )
+def check(folder: Path, *args: str, in_process: bool = True) -> subprocess.CompletedProcess:
+    """``recon-spec check recon_adapter:losses ARGS``, run from ``folder`` as the guide says."""
+    return run_cli("check", "recon_adapter:losses", *args, cwd=folder, in_process=in_process)
 
 
 def test_the_guide_adapter_passes_the_check(tmp_path: Path) -> None:
     files = write_guide_files(tmp_path)
     assert set(files) == {"mylab_losses.py", "recon_adapter.py"}
-    done = check(tmp_path, "--profile", "dev", "--max-examples", "15", "--no-database")
+    done = check(
+        tmp_path, "--profile", "dev", "--max-examples", "15", "--no-database", in_process=False
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "0 failed" in done.stdout
 
@@ -60,23 +58,15 @@ def test_the_guide_api_adapter_passes_check_api(tmp_path: Path) -> None:
     write_guide_files(tmp_path)  # mylab_losses.py, the trainer's stack
     files = write_guide_files(tmp_path, API_SECTION)
     assert set(files) == {"mylab_settings.py", "mylab_cli.py", "mylab_objective.py", "recon_api.py"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "properties.cli",
-            "check-api",
-            "recon_api",
-            "--profile",
-            "ci",
-            "--max-examples",
-            "15",
-            "--no-database",
-        ],
-        capture_output=True,
-        text=True,
+    done = run_cli(
+        "check-api",
+        "recon_api",
+        "--profile",
+        "ci",
+        "--max-examples",
+        "15",
+        "--no-database",
         cwd=tmp_path,
-        timeout=600,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     from properties.api import INVARIANTS

@@ -14,13 +14,11 @@ oracle that evaluates the expressions at high precision:
 
 Example:
     >>> import spec
-    >>> config = {
-    ...     "raw_weight": 1.0, "distribution_normalized_weight": 0.0,
-    ...     "example_inverse_surprisal_weight": 0.0, "token_weighted_weight": 1.0,
-    ...     "normalized_concentration_corrected_token_weighted_weight": 0.0,
-    ...     "token_weight_alpha": 1.0, "example_inverse_surprisal_epsilon": 1e-8,
-    ...     "zfree_reference_scale": 1.0,
-    ... }
+    >>> # a mapping with every weight field (config_mapping fills those not given with 0)
+    >>> config = spec.config_mapping(
+    ...     raw_weight=1.0, token_weighted_weight=1.0, token_weight_alpha=1.0,
+    ...     example_inverse_surprisal_epsilon=1e-8, zfree_reference_scale=1.0,
+    ... )
     >>> values = spec.evaluate([[2.0, 4.0, 0.0]], [[1.0, 3.0, float("nan")]],
     ...                        [[True, True, False]], config)
     >>> values["reconstruction_loss"], values["token_weighted_reconstruction_loss"]
@@ -55,6 +53,7 @@ from spec.family import (
 )
 from spec.identities import IDENTITIES, IDENTITY_BY_ID, Identity
 from spec.oracle import OracleResult, evaluate, evaluate_details
+from spec.terms import config_mapping
 
 __all__ = [
     "DIAGNOSTIC_NAMES",
@@ -73,6 +72,7 @@ __all__ = [
     "IndexedTokens",
     "OracleResult",
     "Parameters",
+    "config_mapping",
     "evaluate",
     "evaluate_details",
     "family_member",

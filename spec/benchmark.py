@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from spec.oracle import evaluate, evaluate_details
+from spec.terms import config_mapping
 
 
 def _batch(rows: int, width: int, density: float, seed: int) -> tuple[list, list, list]:
@@ -49,16 +50,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     nll, base, mask = _batch(args.rows, args.width, args.density, seed=0)
     print(f"B={args.rows} T={args.width} density={args.density}")
     for alpha in (0.0, 1.0, 2.5, 1000.0):
-        config = {
-            "raw_weight": 1.0,
-            "distribution_normalized_weight": 0.5,
-            "example_inverse_surprisal_weight": 0.25,
-            "token_weighted_weight": 1.0,
-            "normalized_concentration_corrected_token_weighted_weight": 0.5,
-            "token_weight_alpha": alpha,
-            "example_inverse_surprisal_epsilon": 0.1,
-            "zfree_reference_scale": 1.5,
-        }
+        config = config_mapping(
+            raw_weight=1.0,
+            distribution_normalized_weight=0.5,
+            example_inverse_surprisal_weight=0.25,
+            token_weighted_weight=1.0,
+            normalized_concentration_corrected_token_weighted_weight=0.5,
+            token_weight_alpha=alpha,
+            example_inverse_surprisal_epsilon=0.1,
+            zfree_reference_scale=1.5,
+        )
         for function in (evaluate, evaluate_details):
             wall, cpu = rate(function, (nll, base, mask, config), args.seconds)
             print(

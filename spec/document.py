@@ -33,7 +33,7 @@ from spec.plots import (
     SHARES_FIGURE,
     shares_and_kappa,
 )
-from spec.terms import BY_NAME, DIAGNOSTICS, OUTPUTS, TERMS, TOTAL
+from spec.terms import BY_NAME, DIAGNOSTICS, OUTPUTS, TERMS, TOTAL, config_mapping
 
 #: Where the document lives, relative to the repository root.
 DOCUMENT = Path("docs") / "SPEC.md"
@@ -271,16 +271,16 @@ def _oracle_section() -> list[str]:
     token_nll = [[2.0, 4.0, 1.0], [0.5, 1.5, nan]]
     zfree_token_nll = [[1.0, 3.0, 0.5], [1.0, 2.0, nan]]
     mask = [[True, True, True], [True, True, False]]
-    config = {
-        "raw_weight": 1.0,
-        "distribution_normalized_weight": 0.5,
-        "example_inverse_surprisal_weight": 0.25,
-        "token_weighted_weight": 1.0,
-        "normalized_concentration_corrected_token_weighted_weight": 0.5,
-        "token_weight_alpha": 2.0,
-        "example_inverse_surprisal_epsilon": 0.1,
-        "zfree_reference_scale": 1.5,
-    }
+    config = config_mapping(
+        raw_weight=1.0,
+        distribution_normalized_weight=0.5,
+        example_inverse_surprisal_weight=0.25,
+        token_weighted_weight=1.0,
+        normalized_concentration_corrected_token_weighted_weight=0.5,
+        token_weight_alpha=2.0,
+        example_inverse_surprisal_epsilon=0.1,
+        zfree_reference_scale=1.5,
+    )
     result = evaluate_details(token_nll, zfree_token_nll, mask, config)
     # Double quotes: the block is formatted as ruff format would (it checks markdown too).
     config_lines = [f'    "{key}": {value!r},' for key, value in config.items()]

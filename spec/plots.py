@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from spec.oracle import evaluate_details
-from spec.terms import EX
+from spec.terms import EX, config_mapping
 
 #: The sample sequence of the shares figure: the z-free surprisals b_t of six tokens.
 SAMPLE_SEQUENCE: tuple[float, ...] = (0.25, 0.5, 1.0, 1.5, 2.5, 4.0)
@@ -45,16 +45,12 @@ def default_directory() -> Path:
 
 
 def _config(alpha: float, epsilon: float, scale: float) -> dict[str, float]:
-    return {
-        "raw_weight": 1.0,
-        "distribution_normalized_weight": 0.0,
-        "example_inverse_surprisal_weight": 0.0,
-        "token_weighted_weight": 0.0,
-        "normalized_concentration_corrected_token_weighted_weight": 0.0,
-        "token_weight_alpha": alpha,
-        "example_inverse_surprisal_epsilon": epsilon,
-        "zfree_reference_scale": scale,
-    }
+    return config_mapping(
+        raw_weight=1.0,
+        token_weight_alpha=alpha,
+        example_inverse_surprisal_epsilon=epsilon,
+        zfree_reference_scale=scale,
+    )
 
 
 def _grid(low: float, high: float, count: int, *, log: bool = False) -> list[float]:

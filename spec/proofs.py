@@ -55,7 +55,7 @@ from spec.family import (
     generic_member,
 )
 from spec.oracle import DEFAULT_PRECISION, evaluate_details, example_function
-from spec.terms import BTOK, CC, DIST, EX, RAW, TOK
+from spec.terms import BTOK, CC, DIST, EX, RAW, TOK, WEIGHT_FIELDS, config_mapping
 
 #: Token counts of the explicit proofs.
 SIZES: tuple[int, ...] = (1, 2, 3, 4)
@@ -665,13 +665,14 @@ def prove_padding_invariance() -> tuple[str, ...]:
         bs = [[generator.uniform(0, 6) for _ in range(width)] for _ in range(rows)]
         mask = [[generator.random() < 0.7 for _ in range(width)] for _ in range(rows)]
         mask[0][0] = True
-        config = {
-            "raw_weight": 1.0, "distribution_normalized_weight": 0.5,
-            "example_inverse_surprisal_weight": 0.25, "token_weighted_weight": 0.75,
-            "normalized_concentration_corrected_token_weighted_weight": 1.5,
-            "token_weight_alpha": generator.choice((0.0, 0.5, 1.0, 2.0, 7.3)),
-            "example_inverse_surprisal_epsilon": 0.1, "zfree_reference_scale": 1.3,
-        }  # fmt: skip
+        # every weight different and non-zero, by the registry
+        weights = dict(zip(WEIGHT_FIELDS, (1.0, 0.5, 0.25, 0.75, 1.5, 1.25, 2.0), strict=False))
+        config = config_mapping(
+            **weights,
+            token_weight_alpha=generator.choice((0.0, 0.5, 1.0, 2.0, 7.3)),
+            example_inverse_surprisal_epsilon=0.1,
+            zfree_reference_scale=1.3,
+        )
         plain = evaluate_details(ls, bs, mask, config)
         # Padded columns inserted at random places, and fully padded rows, all full of garbage.
         columns = sorted(generator.sample(range(width + 3), width))

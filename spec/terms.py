@@ -289,6 +289,35 @@ TOTAL_NAME: str = TOTAL.name
 LOSS_NAMES: tuple[str, ...] = tuple(o.name for o in OUTPUTS)
 #: the config fields of the five weights, in the order of the terms
 WEIGHT_FIELDS: tuple[str, ...] = tuple(o.weight_field for o in TERMS)  # type: ignore[misc]
+
+
+def config_mapping(
+    *,
+    token_weight_alpha: float,
+    example_inverse_surprisal_epsilon: float,
+    zfree_reference_scale: float,
+    **weights: float,
+) -> dict[str, float]:
+    """A config for the oracle as a mapping: every weight field of the registry, 0 unless
+    given, then alpha, epsilon and c (which have no neutral value, so they must be given).
+
+    Example:
+        >>> config_mapping(token_weighted_weight=1.0, token_weight_alpha=2.0,
+        ...                example_inverse_surprisal_epsilon=0.1, zfree_reference_scale=1.5)
+        ... # doctest: +ELLIPSIS
+        {'raw_weight': 0.0, ..., 'token_weighted_weight': 1.0, ..., 'zfree_reference_scale': 1.5}
+    """
+    unknown = sorted(set(weights) - set(WEIGHT_FIELDS))
+    if unknown:
+        raise ValueError(f"not weight fields of the term registry: {', '.join(unknown)}")
+    return {
+        **{field: weights.get(field, 0.0) for field in WEIGHT_FIELDS},
+        "token_weight_alpha": token_weight_alpha,
+        "example_inverse_surprisal_epsilon": example_inverse_surprisal_epsilon,
+        "zfree_reference_scale": zfree_reference_scale,
+    }
+
+
 #: the LaTeX of every symbol the registry defines (``spec.symbols.latex`` uses it)
 LATEX: dict[sp.Symbol, str] = {
     **{o.symbol: o.latex for o in OUTPUTS},

@@ -181,7 +181,13 @@ def test_mixed_upstream_gradients() -> None:
     )
     combined.backward()
     _, grads, _ = oracle(l, b, mask, cfg, torch.float64)
-    expected = 0.7 * grads[0] + 1.3 * grads[4] + 0.5 * grads[5] - 0.25 * grads[2]
+    grad = dict(zip([*RECONSTRUCTION_TERM_NAMES, "total"], grads, strict=True))
+    expected = (
+        0.7 * grad["reconstruction_loss"]
+        + 1.3 * grad["normalized_concentration_corrected_token_weighted_reconstruction_loss"]
+        + 0.5 * grad["total"]
+        - 0.25 * grad["example_inverse_surprisal_weighted_reconstruction_loss"]
+    )
     rtol = output_tolerance(torch.float64, length=7, alpha=2.0).rtol
     torch.testing.assert_close(leaf.grad, expected, rtol=rtol, atol=rtol * expected.abs().max())
     assert torch.all(leaf.grad[~mask] == 0)

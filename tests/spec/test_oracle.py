@@ -20,22 +20,22 @@ import spec
 from spec import symbols as sym
 from spec.definitions import LOSS_NAMES, ExplicitBatch, loss_terms
 from spec.oracle import batch_function, example_function
-from spec.terms import TERMS
+from spec.terms import TERMS, WEIGHT_FIELDS
 
 NAN, INF = math.nan, math.inf
 
 
 def config(**changes: float) -> dict[str, float]:
-    values = {
-        "raw_weight": 1.0,
-        "distribution_normalized_weight": 0.5,
-        "example_inverse_surprisal_weight": 0.25,
-        "token_weighted_weight": 1.0,
-        "normalized_concentration_corrected_token_weighted_weight": 0.5,
-        "token_weight_alpha": 2.0,
-        "example_inverse_surprisal_epsilon": 0.1,
-        "zfree_reference_scale": 1.5,
-    }
+    values = spec.config_mapping(
+        raw_weight=1.0,
+        distribution_normalized_weight=0.5,
+        example_inverse_surprisal_weight=0.25,
+        token_weighted_weight=1.0,
+        normalized_concentration_corrected_token_weighted_weight=0.5,
+        token_weight_alpha=2.0,
+        example_inverse_surprisal_epsilon=0.1,
+        zfree_reference_scale=1.5,
+    )
     values.update(changes)
     return values
 
@@ -149,16 +149,7 @@ def test_padded_values_are_never_read() -> None:
 
 
 def test_no_weight_skips_a_term() -> None:
-    zero = dict.fromkeys(
-        (
-            "raw_weight",
-            "distribution_normalized_weight",
-            "example_inverse_surprisal_weight",
-            "token_weighted_weight",
-            "normalized_concentration_corrected_token_weighted_weight",
-        ),
-        0.0,
-    )
+    zero = dict.fromkeys(WEIGHT_FIELDS, 0.0)
     values = spec.evaluate(NLL, BASE, MASK, config(**zero))
     assert values["total_reconstruction_loss"] == 0.0
     reference = spec.evaluate(NLL, BASE, MASK, config())
@@ -324,16 +315,16 @@ def test_token_gradient_is_the_derivative_of_j() -> None:
             nll[r, t], base[r, t] = rng.integers(1, 9) / 4, rng.integers(1, 9) / 4
             values[token.loss], values[token.base] = sp.Rational(nll[r, t]), sp.Rational(base[r, t])
             mask[r, t] = True
-    cfg = {
-        "raw_weight": 1.0,
-        "distribution_normalized_weight": 0.5,
-        "example_inverse_surprisal_weight": 0.75,
-        "token_weighted_weight": 2.0,
-        "normalized_concentration_corrected_token_weighted_weight": 1.25,
-        "token_weight_alpha": 1.5,
-        "example_inverse_surprisal_epsilon": 0.2,
-        "zfree_reference_scale": 1.75,
-    }
+    cfg = spec.config_mapping(
+        raw_weight=1.0,
+        distribution_normalized_weight=0.5,
+        example_inverse_surprisal_weight=0.75,
+        token_weighted_weight=2.0,
+        normalized_concentration_corrected_token_weighted_weight=1.25,
+        token_weight_alpha=1.5,
+        example_inverse_surprisal_epsilon=0.2,
+        zfree_reference_scale=1.75,
+    )
     result = spec.evaluate_details(nll, base, mask, cfg)
     for r, example in enumerate(batch.examples):
         for t, token in enumerate(example.tokens.tokens):

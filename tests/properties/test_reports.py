@@ -145,3 +145,26 @@ def test_the_report_names_the_known_variant_of_each_zoo_mistake(mistake, variant
     assert any(variant in finding for finding in result.failure.diagnosis), (
         f"{mistake}: the report does not name {variant!r}: {result.failure.diagnosis}"
     )
+
+
+def test_the_spec_line_names_the_documents_its_references_live_in() -> None:
+    import io
+
+    from properties import api
+    from properties.report import failure_section
+    from properties.zoo.api.wrong import error_without_field_name
+
+    invariant = api.by_id("config-rejects-invalid")  # cites MATH.md and API.md sections
+    result = run_invariant(invariant, error_without_field_name, target="t", settings=QUICK)
+    assert result.status == "failed"
+    out = io.StringIO()
+    failure_section(invariant, result, "t", {}, out, command="check-api")
+    line = next(line for line in out.getvalue().splitlines() if line.startswith("spec: "))
+    assert line.endswith("(docs/MATH.md, docs/API.md)"), line
+    stack = by_id("alpha-zero-uniform")  # an identity's id: rendered in docs/SPEC.md
+    result = run(stack.id, wrong.alpha_ignored, "g:h")
+    assert result.status == "failed"
+    out = io.StringIO()
+    failure_section(stack, result, "g:h", {}, out)
+    line = next(line for line in out.getvalue().splitlines() if line.startswith("spec: "))
+    assert "docs/SPEC.md" in line, line

@@ -202,9 +202,34 @@ def _run(
     return exit_status([r.status for r in ordered])
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _add_selection(command: argparse.ArgumentParser) -> None:
+    """``-i`` and ``--list``, the same for ``check`` and ``check-api``."""
+    command.add_argument(
+        "-i",
+        "--invariant",
+        action="append",
+        metavar="ID_OR_GROUP",
+        help="run only these invariants (an id or a group; repeatable); see --list",
+    )
+    command.add_argument("--list", action="store_true", help="list the invariants and exit")
+
+
+def _add_run_options(command: argparse.ArgumentParser) -> None:
+    """What every run takes: the draw and domain options, the timeout, ``-j``."""
     from properties.options import RUN_OPTIONS, positive_int
 
+    for name, options in RUN_OPTIONS:
+        command.add_argument(f"--{name}", **options)
+    command.add_argument(
+        "-j",
+        "--jobs",
+        type=positive_int,
+        default=min(2, os.cpu_count() or 1),
+        help="worker processes (default: 2, or 1 on a single core)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="recon-spec",
         description="Specification and conformance suite of the reconstruction loss stack.",
@@ -222,28 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
         "a plain input, crashes or times out) or an option is bad.",
     )
     check.add_argument("target", nargs="?", help="MODULE:CALLABLE or path/to/file.py:CALLABLE")
-    check.add_argument(
-        "-i",
-        "--invariant",
-        action="append",
-        metavar="ID_OR_GROUP",
-        help="run only these invariants (an id or a group; repeatable); see --list",
-    )
-    check.add_argument("--list", action="store_true", help="list the invariants and exit")
+    _add_selection(check)
     check.add_argument(
         "--with-validation",
         action="store_true",
         help="also run the opt-in validation group (bad inputs must raise ValueError)",
     )
-    for name, options in RUN_OPTIONS:
-        check.add_argument(f"--{name}", **options)
-    check.add_argument(
-        "-j",
-        "--jobs",
-        type=positive_int,
-        default=min(2, os.cpu_count() or 1),
-        help="worker processes (default: 2, or 1 on a single core)",
-    )
+    _add_run_options(check)
     check.set_defaults(run=_check)
 
     from spec.api import PUBLIC_NAMES
@@ -259,14 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
         "names without --skip, a crash or a timeout) or an option is bad.",
     )
     check_api.add_argument("module", nargs="?", help="MODULE or path/to/file.py")
-    check_api.add_argument(
-        "-i",
-        "--invariant",
-        action="append",
-        metavar="ID_OR_GROUP",
-        help="run only these invariants (an id or a group; repeatable); see --list",
-    )
-    check_api.add_argument("--list", action="store_true", help="list the invariants and exit")
+    _add_selection(check_api)
     check_api.add_argument(
         "--skip",
         action="append",
@@ -275,15 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave out the invariants that need NAME (one of the five; repeatable): for a "
         "module that does not implement it",
     )
-    for name, options in RUN_OPTIONS:
-        check_api.add_argument(f"--{name}", **options)
-    check_api.add_argument(
-        "-j",
-        "--jobs",
-        type=positive_int,
-        default=min(2, os.cpu_count() or 1),
-        help="worker processes (default: 2, or 1 on a single core)",
-    )
+    _add_run_options(check_api)
     check_api.set_defaults(run=_check_api)
 
     doc = commands.add_parser("doc", help="regenerate docs/SPEC.md from the sympy spec")

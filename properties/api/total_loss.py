@@ -349,7 +349,7 @@ def check_gradient(probe: ApiProbe, drawn: TotalLossCase) -> None:
     if wrong:
         raise _violation(
             "the gradient of total_loss with respect to each given auxiliary term is its "
-            f"effective weight ({_weights_of(drawn, [n for n in found])}): " + "; ".join(wrong),
+            f"effective weight ({_weights_of(drawn, list(found))}): " + "; ".join(wrong),
             case,
             TOTAL_LOSS,
         )

@@ -143,6 +143,7 @@ def main(
     import torch
 
     torch.set_num_threads(threads)
+    load_what_a_run_imports()
     from properties.runner import run_invariant
 
     reporter = _Reporter(connection)
@@ -180,6 +181,19 @@ def main(
         except Exception:  # the suite's own failure, not the target's
             result = _suite_error(request, traceback.format_exc())
         connection.send(("result", result))
+
+
+def load_what_a_run_imports() -> None:
+    """Imports, before the first draw, every module of the suite a run imports later.
+
+    Hypothesis mixes constants of every loaded local module into its draws, so a module
+    first loaded mid-run (a failure's reproduction, the oracle in a diagnosis) would change
+    what every later invariant of this worker draws: the same derandomized run would then
+    report other inputs depending on which worker ran which invariant.
+    """
+    import properties.api.reproduction  # noqa: F401
+    import properties.oracle  # noqa: F401
+    import properties.reproduction  # noqa: F401
 
 
 def _suite_error(request: WorkRequest, trace: str) -> Any:

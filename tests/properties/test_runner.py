@@ -5,6 +5,8 @@ line and diagnosis speak of the input it shows."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -199,3 +201,42 @@ def test_a_run_reports_how_many_examples_it_tried() -> None:
     )
     assert result.status == "passed"
     assert result.examples == 12 + len(invariant.examples)  # the named edge cases on top
+
+
+#: a worker's life in a fresh interpreter: what it imports at start, then failing runs of
+#: both kinds; prints the suite's modules first imported during those runs
+_WORKER_LIFE = """
+import sys
+import properties, recon_impl, spec
+from properties.worker import load_what_a_run_imports
+load_what_a_run_imports()
+from properties import api, invariants
+from properties.api.module import load_api_module
+from properties.profiles import profile_settings
+from properties.runner import run_invariant
+from properties.target import load_target
+
+def ours():
+    roots = [m.__path__[0] for m in (properties, recon_impl, spec)]
+    return {n for n, m in list(sys.modules.items())
+            if any((getattr(m, "__file__", None) or "").startswith(r) for r in roots)}
+
+stack = load_target("properties.zoo.wrong:alpha_ignored")[1]
+module = load_api_module("properties.zoo.api.wrong.crossed_flags")
+before = ours()
+ci = profile_settings("ci")
+for invariant, target in ((invariants.by_id("oracle-agreement"), stack),
+                          (api.by_id("flags-round-trip"), module)):
+    assert run_invariant(invariant, target, target="t", settings=ci).status == "failed"
+print(sorted(ours() - before))
+"""
+
+
+def test_a_worker_imports_nothing_of_the_suite_once_it_draws() -> None:
+    # hypothesis draws constants from every loaded local module: a module first imported at
+    # a run's first failure would change what the worker's later invariants draw
+    done = subprocess.run(
+        [sys.executable, "-c", _WORKER_LIFE], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", f"imported mid-run: {done.stdout}"

@@ -191,8 +191,8 @@ def load_what_a_run_imports() -> None:
     what every later invariant of this worker draws: the same derandomized run would then
     report other inputs depending on which worker ran which invariant.
     """
-    import properties.api.reproduction  # noqa: F401
-    import properties.oracle  # noqa: F401
+    import properties.api.reproduction
+    import properties.oracle
     import properties.reproduction  # noqa: F401
 
 

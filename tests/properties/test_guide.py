@@ -74,21 +74,23 @@ def test_the_guide_api_adapter_passes_check_api(tmp_path: Path) -> None:
     assert f"{len(INVARIANTS)} passed, 0 failed" in done.stdout
 
 
-def test_a_slip_in_the_api_adapter_is_caught(tmp_path: Path, monkeypatch) -> None:
-    from hypothesis import settings
-
-    from properties.api import by_id
-    from properties.profiles import profile_settings
-    from properties.runner import run_invariant
-    from properties.target import import_module_named
-
+def test_a_slip_in_the_api_adapter_is_caught(tmp_path: Path) -> None:
     write_guide_files(tmp_path)
     write_guide_files(tmp_path, API_SECTION)
     adapter = tmp_path / "recon_api.py"
     # the classic slip again: the valid-token mask where the objective wants the padding
     adapter.write_text(adapter.read_text().replace("padding=~mask.bool()", "padding=mask.bool()"))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = import_module_named(str(adapter))
-    quick = settings(profile_settings("ci"), max_examples=10)
-    result = run_invariant(by_id("total-loss-reconstruction"), module, target="t", settings=quick)
-    assert result.status == "failed"
+    done = run_cli(
+        "check-api",
+        "recon_api",
+        "-i",
+        "total-loss-reconstruction",
+        "--profile",
+        "ci",
+        "--max-examples",
+        "10",
+        "--no-database",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "FAILED total-loss-reconstruction" in done.stdout

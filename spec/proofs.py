@@ -55,7 +55,7 @@ from spec.family import (
     generic_member,
 )
 from spec.oracle import DEFAULT_PRECISION, evaluate_details, example_function
-from spec.terms import BTOK, CC, DIST, EX, RAW, TOK, WEIGHT_FIELDS, config_mapping
+from spec.terms import BTOK, CC, DIST, EX, RAW, TOK, config_mapping, distinct_weights
 
 #: Token counts of the explicit proofs.
 SIZES: tuple[int, ...] = (1, 2, 3, 4)
@@ -665,10 +665,8 @@ def prove_padding_invariance() -> tuple[str, ...]:
         bs = [[generator.uniform(0, 6) for _ in range(width)] for _ in range(rows)]
         mask = [[generator.random() < 0.7 for _ in range(width)] for _ in range(rows)]
         mask[0][0] = True
-        # every weight different and non-zero, by the registry
-        weights = dict(zip(WEIGHT_FIELDS, (1.0, 0.5, 0.25, 0.75, 1.5, 1.25, 2.0), strict=False))
         config = config_mapping(
-            **weights,
+            **distinct_weights((1.0, 0.5, 0.25, 0.75, 1.5, 1.25, 2.0)),
             token_weight_alpha=generator.choice((0.0, 0.5, 1.0, 2.0, 7.3)),
             example_inverse_surprisal_epsilon=0.1,
             zfree_reference_scale=1.3,

@@ -291,6 +291,17 @@ LOSS_NAMES: tuple[str, ...] = tuple(o.name for o in OUTPUTS)
 WEIGHT_FIELDS: tuple[str, ...] = tuple(o.weight_field for o in TERMS)  # type: ignore[misc]
 
 
+def distinct_weights(values: tuple[float, ...]) -> dict[str, float]:
+    """Each weight field of the registry, in the terms' order, the next of ``values``: every
+    term weighted, each by a weight of its own, so that a crossed weight shows. ``values``
+    are distinct and non-zero, at least one per term (a ValueError says so otherwise)."""
+    if len(set(values)) != len(values) or 0 in values or len(values) < len(WEIGHT_FIELDS):
+        raise ValueError(
+            f"values: {len(WEIGHT_FIELDS)} or more distinct non-zero weights, got {values}"
+        )
+    return dict(zip(WEIGHT_FIELDS, values, strict=False))
+
+
 def config_mapping(
     *,
     token_weight_alpha: float,

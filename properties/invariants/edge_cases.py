@@ -17,14 +17,11 @@ import torch
 from properties.cases import LossCase
 from properties.invariant import NamedInput
 from recon_impl import ReconstructionLossConfig
-from spec.terms import WEIGHT_FIELDS
+from spec.terms import distinct_weights
 
 NAN, INF = math.nan, math.inf
-#: distinct weights, in turn, for the registry's terms (a crossed weight shows)
-_DISTINCT_WEIGHTS = (1.0, 0.5, 0.25, 2.0, 1.5, 0.75, 3.0, 0.125)
-assert len(WEIGHT_FIELDS) <= len(_DISTINCT_WEIGHTS), "one distinct weight per term"
 #: every term weighted, each weight different (by the term registry's weight fields)
-ALL_WEIGHTS = dict(zip(WEIGHT_FIELDS, _DISTINCT_WEIGHTS, strict=False))
+ALL_WEIGHTS = distinct_weights((1.0, 0.5, 0.25, 2.0, 1.5, 0.75, 3.0, 0.125))
 
 
 def _config(**changes: float) -> ReconstructionLossConfig:

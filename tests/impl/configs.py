@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from recon_impl import ReconstructionLossConfig
-from spec.terms import TERMS
+from spec.terms import TERMS, distinct_weights
 
 #: each term's name -> its weight's config field
 TERM_WEIGHT_FIELDS: dict[str, str] = {term.name: term.weight_field for term in TERMS}  # type: ignore[misc]
 WEIGHT_FIELDS: tuple[str, ...] = tuple(TERM_WEIGHT_FIELDS.values())
-#: every term weighted, each weight different (distinct values, in turn)
-EVERY_WEIGHT: dict[str, float] = dict(
-    zip(WEIGHT_FIELDS, (0.5, 0.25, 0.75, 1.5, 2.0, 1.25, 3.0, 0.125), strict=False)
-)
-assert len(EVERY_WEIGHT) == len(WEIGHT_FIELDS), "one distinct weight per term"
+#: every term weighted, each weight different
+EVERY_WEIGHT: dict[str, float] = distinct_weights((0.5, 0.25, 0.75, 1.5, 2.0, 1.25, 3.0, 0.125))
 
 # Every term weighted, each weight different, alpha off the special values 0, 0.5, 1, 2.
 EVERY_TERM_CONFIG = ReconstructionLossConfig(

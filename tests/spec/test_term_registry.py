@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+import pytest
 import sympy as sp
 
 import recon_impl
@@ -54,3 +55,17 @@ def test_the_registry_latex_is_the_notation_of_math_md() -> None:
     assert symbols.latex(terms.RAW.symbol) == r"R_{\mathrm{raw}}"
     assert symbols.latex(terms.CC.weight * terms.CC.symbol) == (r"R_{\mathrm{cc}} w_{\mathrm{cc}}")
     assert isinstance(terms.TOTAL.symbol, sp.Symbol)
+
+
+def test_distinct_weights_weight_every_term_differently_or_say_why_not() -> None:
+    weights = terms.distinct_weights((3.0, 2.0, 1.0, 0.5, 0.25, 0.125, 4.0, 5.0))
+    assert list(weights) == list(terms.WEIGHT_FIELDS)
+    assert len(set(weights.values())) == len(weights) and 0 not in weights.values()
+    count = len(terms.WEIGHT_FIELDS)
+    for values in (
+        tuple(float(v + 1) for v in range(count - 1)),  # one short
+        (1.0,) * count,  # not distinct
+        tuple(float(v) for v in range(count)),  # a zero
+    ):
+        with pytest.raises(ValueError, match=r"values: .* distinct non-zero weights"):
+            terms.distinct_weights(values)

@@ -14,7 +14,7 @@ import io
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 
 from properties.cli import main
@@ -32,22 +32,23 @@ def _working_folder(folder: Path) -> Iterator[None]:
         os.chdir(before)
 
 
+def _apply(environ: MutableMapping[str, str], changes: Mapping[str, str | None]) -> None:
+    """Set each variable of ``changes``; a value of None unsets it."""
+    for name, value in changes.items():
+        if value is None:
+            environ.pop(name, None)
+        else:
+            environ[name] = value
+
+
 @contextlib.contextmanager
 def _environment(changes: Mapping[str, str | None]) -> Iterator[None]:
     saved = {name: os.environ.get(name) for name in changes}
     try:
-        for name, value in changes.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _apply(os.environ, changes)
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _apply(os.environ, saved)
 
 
 def run_cli(
@@ -62,11 +63,7 @@ def run_cli(
     changes = dict(environment or {})
     if not in_process:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        for name, value in changes.items():
-            if value is None:
-                env.pop(name, None)
-            else:
-                env[name] = value
+        _apply(env, changes)
         return subprocess.run(
             [sys.executable, "-m", "properties.cli", *args],
             capture_output=True,

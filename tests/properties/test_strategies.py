@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 
 import pytest
 import torch
@@ -122,6 +123,13 @@ def drawn_cases() -> list[LossCase]:
 
     collect()
     return cases
+
+
+def test_every_module_of_the_project_is_loaded_before_the_draws() -> None:
+    # what pins the derandomized draws below (tests/conftest.py)
+    from tests.conftest import project_modules
+
+    assert sorted(set(project_modules()) - set(sys.modules)) == []
 
 
 @pytest.mark.parametrize("edge", list(EDGES))

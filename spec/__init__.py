@@ -4,7 +4,7 @@ The math of MATH.md as sympy expressions, every identity it states with a proof,
 oracle that evaluates the expressions at high precision:
 
 * ``spec.definitions`` — per-example quantities, the five terms, the two diagnostics,
-  the total ``J`` and the closed form of ``dJ/dl``;
+  the total ``J`` and the closed forms of ``dJ/dl`` and of each term's ``dR_k/dl``;
 * ``spec.family`` — seed 000's generic family ``L[pi, omega, C]``, the five terms as
   members, the policy-matched scale ``C_{pi,omega}``;
 * ``spec.identities`` — ``IDENTITIES``, the catalogue of identities and their proofs;
@@ -41,6 +41,7 @@ from spec.definitions import (
     loss_terms,
     per_example_contributions,
     share,
+    term_gradient,
     token_gradient,
     total_loss,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "policy_matched_scale",
     "share",
     "share_policy",
+    "term_gradient",
     "token_gradient",
     "total_loss",
     "uniform_policy",

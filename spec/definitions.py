@@ -405,13 +405,35 @@ POLICIES: dict[str, Callable[[Example, Token], sp.Expr]] = {
 }
 
 
+def term_gradient(
+    term: Output, example: Example, token: Token, kept: sp.Expr, params: Parameters = SYMBOLIC
+) -> sp.Expr:
+    """The closed form of ``dR_k/dl_it`` of one term for a valid token of a kept example
+    (MATH.md, "Gradients").
+
+    The term is the member ``(1/C) mean_i omega_i sum_t pi_it l_it`` of the generic family
+    its record names, so ``dR_k/dl_it = omega_ik pi^k_it / (C_k B')``: ``1/(B' n_i)`` for
+    R_raw, ``1/(c B' n_i)`` for R_dist, ``1/(B' n_i (bbar_i + eps))`` for R_ex,
+    ``pi_it/B'`` for R_tok and ``pi_it/(c B' kappa_i)`` for R_cc. The weights built from
+    ``b`` are constants for the derivative in ``l`` (the stop-gradient of MATH.md); identity
+    ``term-gradient-closed-form`` proves it equal to the derivative of the term.
+    """
+    if term.kind != "term":
+        raise ValueError(f"term must be one of the five terms, got the {term.kind} {term.name}")
+    return _token_coefficient(term, example, params) * POLICIES[term.policy](example, token) / kept
+
+
+def _token_coefficient(term: Output, example: Example, params: Parameters) -> sp.Expr:
+    """``omega_i / C``: what multiplies the term's policy pi_it (before ``1/B'``)."""
+    return term.omega(example, params) / term.scale(params)
+
+
 def token_gradient(
     example: Example, token: Token, kept: sp.Expr, params: Parameters = SYMBOLIC
 ) -> sp.Expr:
     """The closed form of ``dJ/dl_it`` for a valid token of a kept example (MATH.md, "Gradients").
 
-    Every term is a member ``(1/C) mean_i omega_i sum_t pi_it l_it`` of the generic family
-    (its record in ``spec.terms``), so ``dJ/dl_it = (1/B') sum_k w_k omega_ik pi^k_it / C_k``:
+    ``J`` is linear in the terms, so ``dJ/dl_it = sum_k w_k dR_k/dl_it`` (``term_gradient``):
 
     ``(1/B') [ (w_raw + w_dist/c + w_ex/(bbar_i + eps)) / n_i + (w_tok + w_cc/(c kappa_i)) pi_it ]``
 
@@ -422,7 +444,7 @@ def token_gradient(
     # grouped by policy, as MATH.md writes it: (w_raw + w_dist/c + w_ex/(bbar+eps)) / n_i + ...
     per_policy: dict[str, list[sp.Expr]] = {}
     for term in TERMS:
-        weight = params.weight(term) * term.omega(example, params) / term.scale(params)
+        weight = params.weight(term) * _token_coefficient(term, example, params)
         per_policy.setdefault(term.policy, []).append(weight)
     return (
         sp.Add(

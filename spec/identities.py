@@ -22,12 +22,13 @@ from spec.definitions import (
     ExampleSummary,
     IndexedBatch,
     per_example_contributions,
+    term_gradient,
     token_gradient,
 )
 from spec.family import FAMILY_INSTANCES, generic_matched_scale, generic_member
 from spec.notation import NamedExample, R, b_it, eq, i, kappa_i, l_it, n_i, pi_it, t
 from spec.proofs import L_DEPENDENT, general_example, general_token, scale_indexed_b
-from spec.terms import BTOK, CC, DIST, EX, RAW, TOK, TOTAL
+from spec.terms import BTOK, CC, DIAGNOSTICS, DIST, EX, RAW, TERMS, TOK, TOTAL
 
 TEST_FILE = "tests/spec/test_identities.py"
 
@@ -95,6 +96,29 @@ def _latex_baseline_ex() -> str:
 def _latex_gradient() -> str:
     closed = token_gradient(NamedExample(), None, sym.kept_count)
     return eq(sp.Derivative(TOTAL.symbol, l_it), closed)
+
+
+def _latex_term_gradients() -> str:
+    example = NamedExample()
+    parts = [
+        eq(sp.Derivative(term.symbol, l_it), term_gradient(term, example, None, sym.kept_count))
+        for term in TERMS
+    ]
+    constant = ", ".join(sym.latex(sp.Derivative(d.symbol, l_it)) for d in DIAGNOSTICS)
+    return r",\quad ".join(parts) + rf",\quad {constant} = 0"
+
+
+def _latex_mixed_gradient() -> str:
+    a_total = sp.Symbol("a_J")
+    a = {term.name: proofs.mix_coefficient(term) for term in TERMS}
+    mix = a_total * TOTAL.symbol + sp.Add(*(a[term.name] * term.symbol for term in TERMS))
+    closed = sp.Add(
+        *(
+            (a[term.name] + a_total * term.weight) * sp.Derivative(term.symbol, l_it)
+            for term in TERMS
+        )
+    )
+    return eq(sp.Derivative(mix, l_it), closed) + r" \quad \text{for any real } a"
 
 
 def _latex_scale() -> str:
@@ -303,6 +327,25 @@ def _catalogue() -> tuple[Identity, ...]:
             proofs.prove_gradient_closed_form,
             "sympy: diff(J, l_it) minus the closed form simplifies to 0 on batches of 1..4-token "
             "examples (a zero-base row included) and for general n_i, B'",
+        ),
+        _identity(
+            "term-gradient-closed-form",
+            "Each of the five terms, differentiated alone, has the closed form of MATH.md, "
+            "'Gradients'; the two diagnostics do not depend on l.",
+            _latex_term_gradients(),
+            proofs.prove_term_gradient_closed_form,
+            "sympy: diff(R_k, l_it) minus its closed form, and diff(diagnostic, l_it), simplify "
+            "to 0 on batches of 1..4-token examples (a zero-base row included) and for general "
+            "n_i, B'",
+        ),
+        _identity(
+            "mixed-gradient",
+            "For any real a_k and a_J, the gradient of sum_k a_k R_k + a_J J is "
+            "sum_k (a_k + a_J w_k) dR_k/dl: one backward through several outputs.",
+            _latex_mixed_gradient(),
+            proofs.prove_mixed_gradient,
+            "sympy: the difference simplifies to 0 with symbolic a_k, a_J on batches of 1..4-token "
+            "examples (a zero-base row included)",
         ),
         _identity(
             "b-scale-invariance",

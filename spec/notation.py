@@ -49,3 +49,18 @@ class NamedShares(Example):
 def eq(lhs: sp.Basic, rhs: sp.Basic) -> str:
     """``lhs = rhs`` in LaTeX."""
     return f"{sym.latex(lhs)} = {sym.latex(rhs)}"
+
+
+#: MATH.md's plain-text names of the named symbols (for messages and reports)
+_PLAIN_NAMES: dict[sp.Basic, sp.Symbol] = {
+    sym.kept_count: sp.Symbol("B'"),
+    n_i: sp.Symbol("n_i"),
+    bbar_i: sp.Symbol("bbar_i"),
+    kappa_i: sp.Symbol("kappa_i"),
+    pi_it: sp.Symbol("pi_it"),
+}
+
+
+def plain(expr: sp.Basic) -> str:
+    """``expr`` in MATH.md's plain text: ``pi_it/(B'*c*kappa_i)``."""
+    return sp.sstr(sp.sympify(expr).xreplace(_PLAIN_NAMES))

@@ -11,7 +11,8 @@ Two lambdified functions are built, each cached by its size, so that an evaluati
 
 * per kept example, keyed by ``(n, zero_base, details)``: from ``l_1 .. l_n``,
   ``b_1 .. b_n`` and the config to ``lbar, bbar, ltok, btok, kappa`` and, with ``details``,
-  the shares ``pi_1 .. pi_n`` and the closed form of ``dJ/dl_t``. ``zero_base`` is the row
+  the shares ``pi_1 .. pi_n`` and the closed forms of ``dJ/dl_t`` and of each term's
+  ``dR_k/dl_t``. ``zero_base`` is the row
   whose valid ``b`` are all 0 (uniform shares, ``kappa = 1``; MATH.md);
 * per batch, keyed by the number ``B'`` of kept examples: from the per-example quantities
   and the config to the eight outputs.
@@ -44,11 +45,13 @@ from spec.definitions import (
     CONFIG_FIELDS,
     LOSS_NAMES,
     SYMBOLIC,
+    TERMS,
     Example,
     ExampleSummary,
     ExplicitBatch,
     ExplicitTokens,
     loss_terms,
+    term_gradient,
     token_gradient,
 )
 
@@ -90,12 +93,14 @@ class OracleResult:
     """Everything the oracle computes for one batch.
 
     Per-example arrays hold 0.0 for dropped (empty) rows, except ``kappa`` which holds
-    1.0 there; ``shares`` and ``token_gradient`` are 0.0 at padded positions and in dropped
-    rows. All arrays are read-only float64 (``kept`` is bool).
+    1.0 there; ``shares``, ``token_gradient`` (dJ/dl) and ``term_gradients`` (dR_k/dl of
+    each of the five terms, by name) are 0.0 at padded positions and in dropped rows. All
+    arrays are read-only float64 (``kept`` is bool).
     """
 
     values: dict[str, float]
     token_gradient: np.ndarray
+    term_gradients: dict[str, np.ndarray]
     shares: np.ndarray
     kappa: np.ndarray
     lbar: np.ndarray
@@ -141,7 +146,8 @@ def example_function(
     """``f(l_1..l_n, b_1..b_n, alpha, eps, c, w_raw..w_cc, B', n)`` for one kept example.
 
     Returns ``(lbar, bbar, ltok, btok, kappa)``, followed with ``details`` by the shares
-    ``pi_1..pi_n`` and the closed form of ``dJ/dl_1..dJ/dl_n``; lambdified from
+    ``pi_1..pi_n``, the closed form of ``dJ/dl_1..dJ/dl_n`` and, term after term (the
+    registry's order), the closed form of ``dR_k/dl_1..dR_k/dl_n``; lambdified from
     ``spec.definitions`` with ``modules="mpmath"``.
     """
     plain = ExplicitTokens.symbols(n)
@@ -155,10 +161,15 @@ def example_function(
         shares = example.shares
         # dJ/dl_t is affine in pi_t: A + C pi_t with A, C the same for every token. Taking
         # A and C apart once (exactly) spares a multiplication per token.
-        gradient = token_gradient(_ShareAs(example, _SHARE), None, _KEPT)
-        offset, slope = gradient.subs(_SHARE, 0), sp.diff(gradient, _SHARE)
+        one_share = _ShareAs(example, _SHARE)
+        gradients = [
+            token_gradient(one_share, None, _KEPT),
+            *(term_gradient(term, one_share, None, _KEPT) for term in TERMS),
+        ]
         outputs += list(shares)
-        outputs += [offset + slope * share for share in shares]
+        for gradient in gradients:
+            offset, slope = gradient.subs(_SHARE, 0), sp.diff(gradient, _SHARE)
+            outputs += [offset + slope * share for share in shares]
     arguments = [*tokens.loss, *tokens.base, *_PARAMETER_SYMBOLS, _KEPT, _COUNT]
     return _lambdify(arguments, tuple(outputs))
 
@@ -435,6 +446,7 @@ def evaluate_details(
 
     shares = np.zeros((batch_size, width))
     gradient = np.zeros((batch_size, width))
+    term_gradients = {term.name: np.zeros((batch_size, width)) for term in TERMS}
     kappa = np.ones(batch_size)
     lbar, bbar, ltok, btok = (np.zeros(batch_size) for _ in range(4))
     kept = np.zeros(batch_size, dtype=bool)
@@ -443,12 +455,15 @@ def evaluate_details(
         kept[r] = True
         lbar[r], bbar[r], ltok[r], btok[r], kappa[r] = (float(x) for x in out[:5])
         shares[r, cols] = [float(x) for x in out[5 : 5 + n]]
-        gradient[r, cols] = [float(x) for x in out[5 + n :]]
-    for array in (gradient, shares, kappa, lbar, bbar, ltok, btok, kept):
+        gradient[r, cols] = [float(x) for x in out[5 + n : 5 + 2 * n]]
+        for k, array in enumerate(term_gradients.values(), 2):
+            array[r, cols] = [float(x) for x in out[5 + k * n : 5 + (k + 1) * n]]
+    for array in (gradient, *term_gradients.values(), shares, kappa, lbar, bbar, ltok, btok, kept):
         array.setflags(write=False)
     return OracleResult(
         values=values,
         token_gradient=gradient,
+        term_gradients=term_gradients,
         shares=shares,
         kappa=kappa,
         lbar=lbar,

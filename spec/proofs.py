@@ -46,6 +46,7 @@ from spec.definitions import (
     indexed_example,
     loss_terms,
     per_example_contributions,
+    term_gradient,
     token_gradient,
 )
 from spec.family import (
@@ -55,7 +56,19 @@ from spec.family import (
     generic_member,
 )
 from spec.oracle import DEFAULT_PRECISION, evaluate_details, example_function
-from spec.terms import BTOK, CC, DIST, EX, RAW, TOK, config_mapping, distinct_weights
+from spec.terms import (
+    BTOK,
+    CC,
+    DIAGNOSTICS,
+    DIST,
+    EX,
+    RAW,
+    TERMS,
+    TOK,
+    Output,
+    config_mapping,
+    distinct_weights,
+)
 
 #: Token counts of the explicit proofs.
 SIZES: tuple[int, ...] = (1, 2, 3, 4)
@@ -363,23 +376,101 @@ def prove_gradient_closed_form() -> tuple[str, ...]:
     (pi, kappa, bbar from b only).
     """
     checks = []
-    cases = [(sizes, None) for sizes in BATCHES] + [((2, 3), (True, False))]
-    for sizes, zero_base in cases:
-        batch = ExplicitBatch.of_sizes(sizes, zero_base=zero_base)
+    for name, batch in _gradient_cases():
         total = loss_terms(batch)[TOTAL_NAME]
         for k, example in enumerate(batch.examples, 1):
             for token in example.tokens.tokens:
                 closed = token_gradient(example, token, batch.count)
-                claim = f"sizes {sizes} zero-base {zero_base}: dJ/dl_{k},{token.t}"
+                claim = f"{name}: dJ/dl_{k},{token.t}"
                 checks.append(assert_equal(sp.diff(total, token.loss), closed, claim))
     # General n_i and B': differentiate in l[k, j] for a valid position j of kept example k.
     k, j = sp.symbols("k j", integer=True, positive=True)
-    total = loss_terms(general_batch())[TOTAL_NAME]
-    derivative = _on_valid_positions(sp.diff(total, sym.l_indexed[k, j]).doit())
-    derivative = _on_valid_positions(derivative.doit())
+    derivative = _general_derivative(loss_terms(general_batch())[TOTAL_NAME], k, j)
     example = indexed_example(k)
     closed = token_gradient(example, example.tokens.token(j), sym.kept_count)
     checks.append(assert_equal(derivative, closed, "general n_i and B': dJ/dl_kj"))
+    return tuple(checks)
+
+
+def _gradient_cases() -> list[tuple[str, ExplicitBatch]]:
+    """The explicit batches of the gradient proofs: ``BATCHES`` and a batch with a zero-base
+    row (uniform shares, kappa = 1)."""
+    cases = [(sizes, None) for sizes in BATCHES] + [((2, 3), (True, False))]
+    return [
+        (f"sizes {sizes} zero-base {zero_base}", ExplicitBatch.of_sizes(sizes, zero_base=zero_base))
+        for sizes, zero_base in cases
+    ]
+
+
+def _general_derivative(expr: sp.Expr, k: sp.Symbol, j: sp.Symbol) -> sp.Expr:
+    """``d expr / d l[k, j]`` at a valid position j of kept example k of a general batch."""
+    derivative = _on_valid_positions(sp.diff(expr, sym.l_indexed[k, j]).doit())
+    return _on_valid_positions(derivative.doit())
+
+
+def prove_term_gradient_closed_form() -> tuple[str, ...]:
+    """Identity ``term-gradient-closed-form``: each of the five terms, differentiated alone,
+    has the closed form of MATH.md, 'Gradients'; the two diagnostics do not depend on l.
+    """
+    checks = []
+    for name, batch in _gradient_cases():
+        outputs = loss_terms(batch)
+        for k, example in enumerate(batch.examples, 1):
+            for token in example.tokens.tokens:
+                for term in TERMS:
+                    closed = term_gradient(term, example, token, batch.count)
+                    claim = f"{name}: d{term.symbol}/dl_{k},{token.t}"
+                    checks.append(
+                        assert_equal(sp.diff(outputs[term.name], token.loss), closed, claim)
+                    )
+                for diagnostic in DIAGNOSTICS:
+                    claim = f"{name}: d{diagnostic.symbol}/dl_{k},{token.t} = 0"
+                    checks.append(assert_zero(sp.diff(outputs[diagnostic.name], token.loss), claim))
+    k, j = sp.symbols("k j", integer=True, positive=True)
+    outputs = loss_terms(general_batch())
+    example = indexed_example(k)
+    for term in TERMS:
+        closed = term_gradient(term, example, example.tokens.token(j), sym.kept_count)
+        derivative = _general_derivative(outputs[term.name], k, j)
+        checks.append(assert_equal(derivative, closed, f"general n_i and B': d{term.symbol}/dl_kj"))
+    for diagnostic in DIAGNOSTICS:
+        derivative = _general_derivative(outputs[diagnostic.name], k, j)
+        checks.append(
+            assert_zero(derivative, f"general n_i and B': d{diagnostic.symbol}/dl_kj = 0")
+        )
+    return tuple(checks)
+
+
+def mix_coefficient(term: Output) -> sp.Symbol:
+    """``a_k``, the coefficient of one term in a mix of the outputs (``a_raw`` for w_raw's)."""
+    return sp.Symbol("a_" + str(term.weight).removeprefix("w_"), real=True)
+
+
+def prove_mixed_gradient() -> tuple[str, ...]:
+    """Identity ``mixed-gradient``: for any real a_k and a_J, the gradient of
+    sum_k a_k R_k + a_J J is sum_k (a_k + a_J w_k) dR_k/dl (one backward through several
+    outputs is the same mix of the terms' closed forms).
+    """
+    checks = []
+    coefficients = {term.name: mix_coefficient(term) for term in TERMS}
+    a_total = sp.Symbol("a_J", real=True)
+    weights = SYMBOLIC.weights()
+    for name, batch in _gradient_cases():
+        outputs = loss_terms(batch)
+        mix = a_total * outputs[TOTAL_NAME] + sp.Add(
+            *(a * outputs[term] for term, a in coefficients.items())
+        )
+        for k, example in enumerate(batch.examples, 1):
+            for token in example.tokens.tokens:
+                closed = sp.Add(
+                    *(
+                        (coefficients[term.name] + a_total * weights[term.name])
+                        * term_gradient(term, example, token, batch.count)
+                        for term in TERMS
+                    )
+                )
+                claim = f"{name}: d(sum_k a_k R_k + a_J J)/dl_{k},{token.t}"
+                checks.append(assert_equal(sp.diff(mix, token.loss), closed, claim))
     return tuple(checks)
 
 

@@ -83,11 +83,16 @@ def assert_tensor_close(
     *,
     what: str,
     case: Any = None,
+    scale: float | None = None,
+    failing: tuple[str, ...] = ("gradient",),
 ) -> None:
-    """Element-wise, relative to the largest expected magnitude (norm-wise comparison)."""
+    """Element-wise, relative to the largest expected magnitude (norm-wise comparison), or
+    to ``scale`` where given (the magnitude the result is built from); ``failing`` names
+    what differs for the report."""
     observed = observed.detach().double().cpu()
     expected = expected.detach().double().cpu()
-    scale = float(expected.abs().max()) if expected.numel() else 0.0
+    if scale is None:
+        scale = float(expected.abs().max()) if expected.numel() else 0.0
     allowed = tolerance.rtol * scale + tolerance.atol
     difference = (observed - expected).abs()
     bad = ~(difference <= allowed)  # NaN counts as bad
@@ -99,5 +104,5 @@ def assert_tensor_close(
             f"(allowed |diff| {allowed:.3g})\n  observed {observed.tolist()}\n"
             f"  expected {expected.tolist()}",
             case=case,
-            failing=("gradient",),
+            failing=failing,
         )

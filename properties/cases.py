@@ -67,6 +67,12 @@ def format_rows(rows: Rows | MaskRows) -> str:
     return "[" + ", ".join("[" + ", ".join(cell(v) for v in row) + "]" for row in rows) + "]"
 
 
+def format_mix(coefficients: tuple[tuple[str, float], ...]) -> str:
+    """``a_1 * name_1 + a_2 * name_2 ...`` over the non-zero coefficients of a mix."""
+    shown = " + ".join(f"{a!r} * {name}" for name, a in coefficients if a != 0)
+    return (shown or "0") + (" (every other coefficient 0)" if shown else "")
+
+
 def format_config(config: ReconstructionLossConfig) -> str:
     """The config as a constructor call naming only its non-default fields."""
     default = ReconstructionLossConfig()

@@ -64,7 +64,7 @@ def render_call(index: int, call: Call) -> list[str]:
     if call.ended:  # the call that killed the process, or never returned
         lines[-1] += f"  # {call.ended}"
         return lines
-    if call.error:
+    if call.error and not (call.values and call.then):
         lines[-1] += f"  # raises {call.error.splitlines()[0][:200]}"
         return lines
     if call.adjust:  # an input the target must reject
@@ -80,6 +80,11 @@ def render_call(index: int, call: Call) -> list[str]:
             lines.append(
                 f"print('d {call.backward_of} / d zfree_token_nll:', zfree_token_nll_{k}.grad)"
             )
+    then = [line.format(k=k) for line in call.then]
+    if call.error and call.error_line is not None:  # a line after the call raised
+        then = then[: call.error_line + 1]
+        then[-1] += f"  # raises {call.error.splitlines()[0][:200]}"
+    lines += then
     if call.zfree_gradients:
         lines += [
             f"for name, value in out_{k}.items():  # the spec: None or all zeros for each",

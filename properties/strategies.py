@@ -200,6 +200,17 @@ def weights() -> st.SearchStrategy[float]:
 
 
 @cache
+def mix_coefficients() -> st.SearchStrategy[float]:
+    """A coefficient a_k of one output in a mix sum_k a_k output_k: values that vanish, tie
+    and change sign first, then any in [-10, 10]; exact in float32 (the outputs' least
+    dtype), so that the upstream gradient an implementation sees is the drawn number."""
+    return st.one_of(
+        st.sampled_from([0.0, 1.0, -1.0, 2.0, -0.5]),
+        st.floats(-10.0, 10.0, width=32, allow_subnormal=False),
+    )
+
+
+@cache
 def alphas(max_alpha: float = COMPARISON_MAX_ALPHA) -> st.SearchStrategy[float]:
     """alpha >= 0: exactly 1 (the default) and 0 first, then small and large values.
 

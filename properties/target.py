@@ -25,6 +25,15 @@ from typing import Any, Protocol
 import torch
 
 from properties.cases import LossCase
+from properties.gradient_calls import (
+    SecondOrder,
+    differentiating_lines,
+    gradient_of,
+    mixed_gradient_lines,
+    output_gradient_lines,
+    second_order_lines,
+    second_order_weights,
+)
 from spec.definitions import LOSS_NAMES
 from spec.terms import TOTAL
 
@@ -166,9 +175,14 @@ class Call:
     #: Python lines that change the tensors before the call (``{k}`` is the call's number),
     #: for inputs a LossCase cannot hold: a 1-D token_nll, an integer one, ...
     adjust: tuple[str, ...] = ()
+    #: Python lines run on ``out_{k}`` after the call (gradients of several outputs, a mix,
+    #: second order), printing what the check compares; ``{k}`` is the call's number
+    then: tuple[str, ...] = ()
     #: filled in after the call
     values: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    #: the line of ``then`` that raised ``error`` (None: the call itself raised)
+    error_line: int | None = None
     #: how a call that never returned ended (its process died, or it timed out)
     ended: str | None = None
 
@@ -283,6 +297,72 @@ class Probe:
                         value, zfree, retain_graph=True, allow_unused=True
                     )
         return gradients
+
+    def output_gradients(
+        self, case: LossCase, names: tuple[str, ...]
+    ) -> tuple[dict[str, float], dict[str, torch.Tensor | None]]:
+        """The outputs, and d(name)/d token_nll of each of ``names`` differentiated alone
+        (one backward each, through the same call); None where the output does not require
+        grad (it is detached), zeros where its graph does not reach token_nll."""
+        token_nll, zfree, mask = case.tensors(requires_grad=True)
+        call = Call(case, True, then=output_gradient_lines(names))
+        gradients: dict[str, torch.Tensor | None] = {}
+        with self._calling(call):
+            outputs = check_outputs(self.implementation(token_nll, zfree, mask, case.config), case)
+            call.values = {name: float(value.detach()) for name, value in outputs.items()}
+            call.error_line = differentiating_lines(call.then)[0]
+            for name in names:
+                gradients[name] = gradient_of(outputs[name], token_nll, retain_graph=True)
+        return call.values, gradients
+
+    def mixed_gradient(
+        self, case: LossCase, coefficients: tuple[tuple[str, float], ...]
+    ) -> tuple[dict[str, float], torch.Tensor | None, tuple[str, ...]]:
+        """The outputs, d(sum_k a_k output_k)/d token_nll from one backward through all of
+        them, and the outputs among them that do not require grad (detached). No backward
+        is taken when none of them requires grad (the gradient is None then)."""
+        token_nll, zfree, mask = case.tensors(requires_grad=True)
+        call = Call(case, True, then=mixed_gradient_lines(coefficients))
+        with self._calling(call):
+            outputs = check_outputs(self.implementation(token_nll, zfree, mask, case.config), case)
+            call.values = {name: float(value.detach()) for name, value in outputs.items()}
+            call.error_line = differentiating_lines(call.then)[0]
+            detached = tuple(name for name, _ in coefficients if not outputs[name].requires_grad)
+            mix = sum(a * outputs[name] for name, a in coefficients)
+            grad = gradient_of(mix, token_nll) if isinstance(mix, torch.Tensor) else None
+        return call.values, grad, detached
+
+    def second_order(self, case: LossCase, name: str, upstream: float) -> SecondOrder:
+        """``g = torch.autograd.grad(name, token_nll, grad_outputs=v, create_graph=True)``
+        with ``v`` a leaf holding ``upstream``, then d(sum_t u_t g_t)/d(v, token_nll) for the
+        fixed weights ``u`` of ``second_order_weights``. An error of either step is
+        returned with the step it came from, not raised."""
+        token_nll, zfree, mask = case.tensors(requires_grad=True)
+        call = Call(case, True, then=second_order_lines(name, upstream))
+        with self._calling(call):
+            outputs = check_outputs(self.implementation(token_nll, zfree, mask, case.config), case)
+            call.values = {n: float(value.detach()) for n, value in outputs.items()}
+            output = outputs[name]
+            if not output.requires_grad:
+                return SecondOrder(detached=True)
+            v = torch.tensor(upstream, dtype=output.dtype, device=output.device, requires_grad=True)
+            seen = SecondOrder()
+            first, second = differentiating_lines(call.then)
+            try:
+                call.error_line = first
+                (seen.gradient,) = torch.autograd.grad(
+                    output, token_nll, grad_outputs=v, create_graph=True
+                )
+                if seen.gradient.requires_grad:
+                    call.error_line = second
+                    weights = second_order_weights(token_nll)
+                    seen.by_upstream, seen.by_token_nll = torch.autograd.grad(
+                        (seen.gradient.double() * weights).sum(), (v, token_nll), allow_unused=True
+                    )
+            except Exception as error:  # the implementation's answer to create_graph=True
+                seen.error, seen.error_step = error, call.error_line
+                call.error = f"{type(error).__name__}: {error}"
+        return seen
 
     def call_adjusted(
         self,

@@ -134,6 +134,40 @@ def gradient_tolerance(input_dtype: torch.dtype, *, length: int, alpha: float) -
     )
 
 
+def mixed_gradient_tolerance(
+    input_dtype: torch.dtype, *, length: int, alpha: float, outputs: int
+) -> Tolerance:
+    """Tolerance of d(sum_k a_k output_k)/d(token_nll) over ``outputs`` outputs, compared
+    norm-wise relative to the largest entry of sum_k |a_k| |d output_k/dl| (so that
+    cancellation between signed coefficients is not blamed on the implementation).
+
+    Each output's gradient rounds as :func:`gradient_tolerance` says; combining ``outputs``
+    upstream coefficients and their products adds at most ``2 (outputs + 1)`` unit roundoffs
+    of the compute dtype, with the module docstring's margin of 2, as
+    :func:`weighted_sum_tolerance`.
+    """
+    single = gradient_tolerance(input_dtype, length=length, alpha=alpha)
+    combined = 4.0 * (outputs + 1) * unit_roundoff(computation_dtype(input_dtype))
+    return Tolerance(rtol=single.rtol + combined, atol=single.atol)
+
+
+def second_order_tolerance(
+    input_dtype: torch.dtype, *, length: int, alpha: float, positions: int
+) -> Tolerance:
+    """Tolerance of d(sum_t u_t g_t)/d(v), the derivative of a gradient g = v dR/dl taken
+    with ``create_graph=True`` with respect to its upstream gradient v, relative to
+    max_t |dR/dl_t| * sum_t |u_t|.
+
+    Each g_t is within :func:`gradient_tolerance` of its closed form (norm-wise: relative
+    to the largest entry), and the sum over the ``positions`` entries adds one unit
+    roundoff of the compute dtype per entry (naive summation), times ``PER_TOKEN`` as
+    :func:`output_tolerance` counts a token.
+    """
+    single = gradient_tolerance(input_dtype, length=length, alpha=alpha)
+    summed = PER_TOKEN * positions * unit_roundoff(computation_dtype(input_dtype))
+    return Tolerance(rtol=single.rtol + summed, atol=single.atol * positions)
+
+
 def weighted_sum_tolerance(result_dtype: torch.dtype, *, terms: int) -> Tolerance:
     """Tolerance of ``x_0 + w_1 x_1 + ... + w_k x_k`` computed in ``result_dtype`` (the
     total of ``compute_total_loss``), relative to ``|x_0| + sum |w_i x_i|``.

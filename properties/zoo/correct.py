@@ -8,6 +8,8 @@
   and checked on that range with
   ``recon-spec check properties.zoo.correct:naive_float64_losses --max-alpha 10``.
 * ``textbook_losses`` (in ``properties.zoo.textbook``) with no mistake switched on.
+* ``fused_losses`` (in ``properties.zoo.fused``) with no slip: one autograd node whose
+  backward writes the gradient of any mix of the outputs from token weights.
 """
 
 from __future__ import annotations
@@ -17,13 +19,20 @@ import math
 import torch
 from torch import Tensor
 
+from properties.zoo.fused import fused_losses
 from properties.zoo.textbook import textbook_losses
 from spec.terms import BTOK, CC, DIST, EX, KAPPA, RAW, TERMS, TOK, TOTAL
 
 #: the range on which ``naive_float64_losses`` is correct
 NAIVE_MAX_ALPHA = 10.0
 
-__all__ = ["NAIVE_MAX_ALPHA", "naive_float64_losses", "python_loop_losses", "textbook_losses"]
+__all__ = [
+    "NAIVE_MAX_ALPHA",
+    "fused_losses",
+    "naive_float64_losses",
+    "python_loop_losses",
+    "textbook_losses",
+]
 
 
 def _result_dtype(*tensors: Tensor) -> torch.dtype:

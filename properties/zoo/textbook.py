@@ -43,6 +43,8 @@ MISTAKES: dict[str, str] = {
     "right-padding-assumed": "the valid tokens are taken to be the first n_i positions of each "
     "row, as if all padding were on the right",
     "kappa-with-epsilon": "kappa divides by bbar + eps, the R_ex denominator, instead of bbar",
+    "terms-detached": "the five terms are returned detached (logged numbers); only the total "
+    "keeps its graph",
 }
 
 
@@ -175,6 +177,8 @@ def textbook_losses(
     )
     if mistake != "total-missing-cc":
         total = total + config.normalized_concentration_corrected_token_weighted_weight * cc
+    if mistake == "terms-detached":
+        raw, dist, ex, tok, cc = (x.detach() for x in (raw, dist, ex, tok, cc))
     return {
         RAW.name: raw,
         DIST.name: dist,

@@ -1,21 +1,33 @@
-"""Realistic wrong implementations: each is the textbook stack with one mistake.
+"""Realistic wrong implementations: each is the textbook stack with one mistake, or the
+fused stack with one slip in its backward (``properties.zoo.fused``).
 
-``recon-spec check`` must reject every one of them (``tests/properties/test_zoo.py``).
+``recon-spec check`` must reject every one of them (``tests/properties/test_zoo.py``); each
+fused slip is rejected by the invariant that names it (``NAMED_BY``).
 """
 
 from __future__ import annotations
 
 from functools import partial
 
+from properties.zoo.fused import SLIPS, fused_losses
 from properties.zoo.textbook import MISTAKES, textbook_losses
 
 WRONG_IMPLEMENTATIONS: dict[str, str] = {}
+#: wrong implementation -> the invariant that names its mistake (beyond the witnesses)
+NAMED_BY: dict[str, str] = {"terms_detached": "output-gradients"}
 
 
 def _wrong(mistake: str):
     implementation = partial(textbook_losses, mistake=mistake)
     name = mistake.replace("-", "_")
     WRONG_IMPLEMENTATIONS[name] = MISTAKES[mistake]
+    return implementation
+
+
+def _fused(slip: str):
+    implementation = partial(fused_losses, slip=slip)
+    name = "fused_" + slip.replace("-", "_")
+    NAMED_BY[name], WRONG_IMPLEMENTATIONS[name] = SLIPS[slip]
     return implementation
 
 
@@ -46,3 +58,10 @@ nondeterministic_order = _wrong("nondeterministic-order")
 lengths_from_first_row = _wrong("lengths-from-first-row")
 right_padding_assumed = _wrong("right-padding-assumed")
 kappa_with_epsilon = _wrong("kappa-with-epsilon")
+terms_detached = _wrong("terms-detached")
+
+fused_total_weights_only = _fused("total-weights-only")
+fused_term_gradient_scaled = _fused("term-gradient-scaled")
+fused_first_upstream_only = _fused("first-upstream-only")
+fused_diagnostics_differentiable = _fused("diagnostics-differentiable")
+fused_no_grad_backward = _fused("no-grad-backward")

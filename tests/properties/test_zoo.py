@@ -12,6 +12,7 @@ from properties.profiles import profile_settings
 from properties.runner import run_invariant
 from properties.strategies import Domain
 from properties.zoo import correct, wrong
+from spec.terms import LOSS_NAMES
 
 #: enough examples to find a wrong implementation; no shrinking, which only matters to
 #: the person reading the report
@@ -49,6 +50,28 @@ def test_each_invariant_rejects_its_witness_on_its_own(invariant_id: str, name: 
     assert first_failure(getattr(wrong, name), name, [by_id(invariant_id)]) == invariant_id
 
 
+#: the invariants of the gradients group whose witness no other gradient invariant rejects:
+#: each guards a use of the gradient the others do not make
+EXCLUSIVE = ("output-gradients", "mixed-gradient", "second-order")
+
+
+@pytest.mark.parametrize("invariant_id", EXCLUSIVE)
+def test_a_gradient_witness_is_rejected_by_its_invariant_alone(invariant_id: str) -> None:
+    name = by_id(invariant_id).witness
+    others = [i for i in select(["gradients"]) if i.id != invariant_id]
+    assert first_failure(getattr(wrong, name), name, others) is None
+
+
+@pytest.mark.parametrize(("name", "invariant_id"), sorted(wrong.NAMED_BY.items()))
+def test_each_gradient_slip_is_rejected_by_the_invariant_that_names_it(
+    name: str, invariant_id: str
+) -> None:
+    result = run_invariant(by_id(invariant_id), getattr(wrong, name), target=name, settings=REJECT)
+    assert result.status == "failed", f"{invariant_id} does not reject {name}"
+    # the report names the output whose gradient is wrong
+    assert any(output in result.failure.message for output in LOSS_NAMES), result.failure.message
+
+
 def test_validation_invariants_reject_an_implementation_without_validation() -> None:
     for invariant_id in ("rejects-bad-values", "rejects-bad-tensors"):
         invariant = by_id(invariant_id)
@@ -59,6 +82,7 @@ def test_validation_invariants_reject_an_implementation_without_validation() -> 
 CORRECT = [
     ("python_loop_losses", Domain()),
     ("textbook_losses", Domain()),
+    ("fused_losses", Domain()),
     ("naive_float64_losses", Domain(max_alpha=correct.NAIVE_MAX_ALPHA)),
 ]
 

@@ -336,11 +336,13 @@ class ApiProbe:
         omit: tuple[str, ...] = (),
         token_nll_requires_grad: bool = False,
         gradients: bool = False,
+        then: tuple[str, ...] = (),
     ) -> tuple[Any, dict[str, torch.Tensor]]:
         """``total_loss``, and the tensors it was given by name (``token_nll``,
         ``zfree_token_nll``, ``mask`` and each auxiliary term). With ``gradients`` every
         floating input requires grad, and the lines end with the gradient of ``total_loss``
-        with respect to each of them."""
+        with respect to each of them; ``then`` are lines the script runs on ``out_{k}``
+        after that (what the check does with the outputs; ``{k}`` is the call's number)."""
         case: LossCase = drawn.case
         k = next(self._counter)
         auxiliary = {n: v for n, v in drawn.auxiliary if n not in omit}
@@ -373,6 +375,7 @@ class ApiProbe:
                 f"print({{n: g if g is None else g.tolist() for n, g in "
                 f"zip(inputs_{k}, grads_{k})}})",
             ]
+        lines += [line.format(k=k) for line in then]
         token_nll, zfree, mask = case.tensors(requires_grad=token_nll_requires_grad or gradients)
         if gradients:
             zfree.requires_grad_(True)

@@ -18,8 +18,15 @@ import torch
 from hypothesis import strategies as st
 
 from properties.api.probe import Build, literal
-from properties.cases import LossCase, round_to
-from properties.strategies import DEFAULT_DOMAIN, Domain, configs, loss_cases, weights
+from properties.cases import LossCase, format_mix, round_to
+from properties.strategies import (
+    DEFAULT_DOMAIN,
+    Domain,
+    configs,
+    loss_cases,
+    mix_coefficients,
+    weights,
+)
 from properties.tolerances import computation_dtype
 from recon_impl import ReconstructionLossConfig
 from spec.api import (
@@ -35,9 +42,11 @@ from spec.api import (
     RECONSTRUCTION_FIELDS,
     REMOVED_FLAG,
     ROUTER_SUPPORT_SWITCH,
+    TOTAL_LOSS,
     ConfigField,
     effective_weights,
 )
+from spec.terms import TERM_NAMES, TOTAL_NAME
 
 #: the DisentanglementLossConfig fields beside the nested one, with the seed's defaults
 OUTER_DEFAULTS: dict[str, Any] = {
@@ -473,7 +482,41 @@ def missing_terms(draw: st.DrawFn, domain: Domain = DEFAULT_DOMAIN) -> MissingTe
     return MissingTerm(draw(total_loss_cases(domain, need=missing)), missing)
 
 
+#: the entries of compute_total_loss a mix differentiates: the five terms, J and total_loss
+MIXED_ENTRIES: tuple[str, ...] = (*TERM_NAMES, TOTAL_NAME, TOTAL_LOSS)
+
+
+@dataclass(frozen=True)
+class TotalLossMix:
+    """A call of ``compute_total_loss`` and the coefficient a_k of each differentiable entry
+    (the five terms, J and total_loss) in one mix, by name."""
+
+    total: TotalLossCase
+    coefficients: tuple[tuple[str, float], ...]
+
+    @property
+    def case(self) -> LossCase:
+        return self.total.case
+
+    def __repr__(self) -> str:
+        return f"TotalLossMix(total={self.total!r}, mix={format_mix(self.coefficients)})"
+
+
+@st.composite
+def total_loss_mixes(draw: st.DrawFn, domain: Domain = DEFAULT_DOMAIN) -> TotalLossMix:
+    """One entry alone (coefficient 1, the others 0), or a mix of them all with any real
+    coefficients (zero and negative ones included)."""
+    total = draw(total_loss_cases(domain))
+    if draw(st.booleans()):
+        coefficients = tuple((name, draw(mix_coefficients())) for name in MIXED_ENTRIES)
+    else:
+        alone = draw(st.sampled_from(MIXED_ENTRIES))
+        coefficients = tuple((name, 1.0 if name == alone else 0.0) for name in MIXED_ENTRIES)
+    return TotalLossMix(total, coefficients)
+
+
 __all__ = [
+    "MIXED_ENTRIES",
     "Assignment",
     "ConfigValues",
     "FlagValue",
@@ -483,6 +526,7 @@ __all__ = [
     "MissingTerm",
     "RemovedSpelling",
     "TotalLossCase",
+    "TotalLossMix",
     "assignments",
     "config_values",
     "flag_values",
@@ -491,6 +535,7 @@ __all__ = [
     "missing_terms",
     "removed_spellings",
     "total_loss_cases",
+    "total_loss_mixes",
 ]
 
 assert [f.name for f in fields(ReconstructionLossConfig)] == list(RECONSTRUCTION_DEFAULTS), (

@@ -9,25 +9,32 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+from hypothesis import assume
 
 from properties.api.invariant import ApiInvariant
 from properties.api.probe import ApiProbe, literal, short
 from properties.api.strategies import (
+    MIXED_ENTRIES,
     MissingTerm,
     TotalLossCase,
+    TotalLossMix,
     missing_terms,
     total_loss_cases,
+    total_loss_mixes,
 )
 from properties.assertions import assert_tensor_close, assert_values_close
-from properties.cases import DTYPE_NAMES, LossCase
+from properties.cases import DTYPE_NAMES, LossCase, format_mix
+from properties.gradient_calls import mixed_gradient_lines
 from properties.invariant import InvariantViolation, NamedInput
-from properties.invariants.common import assume_gradient_representable
+from properties.invariants.common import assume_gradient_representable, representable
 from properties.invariants.edge_cases import EDGE_CASES
-from properties.oracle import expected
+from properties.invariants.gradients import alternating_coefficients
+from properties.oracle import expected, expected_mix_gradient
 from properties.tolerances import (
     case_tolerance,
     computation_dtype,
     gradient_tolerance,
+    mixed_gradient_tolerance,
     weight_gradient_tolerance,
     weighted_sum_tolerance,
 )
@@ -355,6 +362,63 @@ def check_gradient(probe: ApiProbe, drawn: TotalLossCase) -> None:
         )
 
 
+# --- total-loss-term-gradients ------------------------------------------------------------
+
+
+def check_term_gradients(probe: ApiProbe, drawn: TotalLossMix) -> None:
+    case, coefficients = drawn.total.case, dict(drawn.coefficients)
+    # total_loss's gradient with respect to token_nll is J's: its coefficient adds to J's
+    as_stack = {**coefficients, TOTAL_NAME: coefficients[TOTAL_NAME] + coefficients[TOTAL_LOSS]}
+    reference, scale = expected_mix_gradient(case, as_stack)
+    assume(representable(case, reference.numpy()) and scale < torch.finfo(case.dtype).max / 4)
+    outputs, given = probe.total_loss_call(
+        drawn.total, token_nll_requires_grad=True, then=mixed_gradient_lines(drawn.coefficients)
+    )
+    if not isinstance(outputs, Mapping):
+        raise _violation(
+            "cannot differentiate: no mapping returned (total-loss-bundle says more)",
+            case,
+            "bundle",
+        )
+    values = {name: outputs.get(name) for name in coefficients}
+    unusable = [n for n, v in values.items() if not isinstance(v, torch.Tensor) or v.dim() != 0]
+    if unusable:
+        raise _violation(
+            f"cannot differentiate {', '.join(unusable)}: not 0-dim tensors (total-loss-bundle "
+            "says more)",
+            case,
+            *unusable,
+        )
+    detached = [name for name, value in values.items() if not value.requires_grad]
+    if detached:
+        raise _violation(
+            f"{COMPUTE_TOTAL_LOSS} returns {', '.join(detached)} detached (no grad_fn although "
+            "token_nll requires grad): each of the five terms, J and total_loss is "
+            "differentiable (MATH.md, Gradients), since a trainer may build its loss from the "
+            "terms and an ablation trains on one of them",
+            case,
+            *detached,
+        )
+    mix = sum(a * values[name] for name, a in drawn.coefficients)
+    (grad,) = torch.autograd.grad(mix, given["token_nll"], allow_unused=True)
+    assert_tensor_close(
+        torch.zeros_like(reference) if grad is None else grad,
+        reference,
+        mixed_gradient_tolerance(
+            case.dtype,
+            length=case.shape[1],
+            alpha=case.config.token_weight_alpha,
+            outputs=len(coefficients),
+        ),
+        what=f"one backward of {COMPUTE_TOTAL_LOSS}'s {format_mix(drawn.coefficients)}: d/dl = "
+        f"sum_k (a_k + (a_J + a_{TOTAL_LOSS}) w_k) dR_k/dl (MATH.md, Gradients; {TOTAL_LOSS}'s "
+        "gradient in token_nll is J's)",
+        case=case,
+        scale=scale,
+        failing=tuple(name for name, a in drawn.coefficients if a != 0) or (TOTAL_LOSS,),
+    )
+
+
 # --- named inputs --------------------------------------------------------------------------
 
 
@@ -461,6 +525,24 @@ INVARIANTS = (
         check=check_gradient,
         needs=NEEDS,
         examples=EXAMPLES,
+    ),
+    ApiInvariant(
+        id="total-loss-term-gradients",
+        group="total-loss",
+        statement="each returned term, J and total_loss is differentiable in token_nll, and "
+        "one backward of any mix of them gives the same mix of the closed forms",
+        spec_refs=("MATH.md#gradients", *TOTAL_REFS),
+        strategy=lambda domain: total_loss_mixes(domain),
+        check=check_term_gradients,
+        needs=NEEDS,
+        examples=tuple(
+            NamedInput(
+                named.name,
+                named.why,
+                TotalLossMix(named.value, alternating_coefficients(MIXED_ENTRIES)),
+            )
+            for named in EXAMPLES[:1]
+        ),
     ),
     ApiInvariant(
         id="total-loss-missing-term",

@@ -93,6 +93,14 @@ MISTAKES: dict[str, tuple[str, str]] = {
         "total-loss-gradient",
         "the auxiliary terms enter the total detached: its value is right, no gradient flows",
     ),
+    "terms_detached": (
+        "total-loss-term-gradients",
+        "the five terms are returned detached (logged numbers); only total_loss trains",
+    ),
+    "terms_on_total_graph": (
+        "total-loss-term-gradients",
+        "each term is returned with J's graph: its value, the total's gradient",
+    ),
     "missing_term_as_zero": (
         "total-loss-missing-term",
         "a weighted term that is not given counts as 0",

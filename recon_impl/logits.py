@@ -44,7 +44,8 @@ def token_nll_from_logits(
 
     Args:
         logits: ``[B, T, V]`` floating logits.
-        labels: ``[B, T]`` integer class indices in ``[0, V)``, or ``ignore_index``.
+        labels: ``[B, T]`` integer class indices in ``[0, V)``, or ``ignore_index``, of any
+            integer dtype (compared as integers: uint8 labels never wrap to -100).
             With ``shift=True`` only ``labels[:, 1:]`` are targets (``labels[:, 0]`` is
             never read, and may hold anything).
         ignore_index: the label value of padded positions.
@@ -72,6 +73,9 @@ def token_nll_from_logits(
         (torch.float32, 1.3863, [[True, False]])
     """
     _check_arguments(logits, labels, ignore_index, shift)
+    # As int64, whatever the labels' integer dtype: a uint8 label compared with -100 in uint8
+    # would be compared with 156, and a vocabulary of 256 would wrap to 0.
+    labels = labels.long()
     batch, length, vocab = logits.shape
     if shift and length > 0:
         # Shift the labels, not the logits: a slice of the logits along T would be copied.

@@ -195,3 +195,16 @@ def test_matches_hugging_face_style_loss() -> None:
 def test_bad_input(logits, targets, kwargs, pattern) -> None:
     with pytest.raises(ValueError, match=pattern):
         token_nll_from_logits(logits, targets, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int32], ids=str)
+@pytest.mark.parametrize("vocab", [200, 256])
+@pytest.mark.parametrize("shift", [False, True])
+def test_every_integer_label_dtype_gives_the_int64_result(dtype, vocab, shift) -> None:
+    # -100 in uint8 is 156, and a vocabulary of 256 is 0 there: labels compare as integers
+    logits = torch.randn(2, 4, vocab, generator=torch.Generator().manual_seed(1))
+    labels = torch.tensor([[156, 3, 199, 0], [199, 156, 7, 1]])
+    nll, mask = token_nll_from_logits(logits, labels.to(dtype), shift=shift)
+    nll64, mask64 = token_nll_from_logits(logits, labels, shift=shift)
+    assert torch.equal(mask, mask64) and bool(mask.all())
+    torch.testing.assert_close(nll, nll64, rtol=0, atol=0)

@@ -124,6 +124,18 @@ SHAPE_ERRORS: dict[str, tuple[Callable[..., tuple[torch.Tensor, ...]], str]] = {
         lambda l, b, m: (l, b.round().long(), m),
         "zfree_token_nll_{k} = zfree_token_nll_{k}.round().long()",
     ),
+    # Empty shapes select no valid token (MATH.md, "Errors"): the code paths for a [0, T]
+    # or [B, 0] batch are taken by no valid input, and must still raise.
+    "mask selects no token of an empty batch (B = 0)": (
+        lambda l, b, m: (l[:0], b[:0], m[:0]),
+        "token_nll_{k}, zfree_token_nll_{k}, mask_{k} = "
+        "token_nll_{k}[:0], zfree_token_nll_{k}[:0], mask_{k}[:0]",
+    ),
+    "mask selects no token of a batch without positions (T = 0)": (
+        lambda l, b, m: (l[:, :0], b[:, :0], m[:, :0]),
+        "token_nll_{k}, zfree_token_nll_{k}, mask_{k} = "
+        "token_nll_{k}[:, :0], zfree_token_nll_{k}[:, :0], mask_{k}[:, :0]",
+    ),
 }
 
 
@@ -155,8 +167,8 @@ INVARIANTS = (
     Invariant(
         id="rejects-bad-tensors",
         group="validation",
-        statement="inputs that are not 2-D, differ in shape, or are not floating raise "
-        "ValueError naming the argument",
+        statement="inputs that are not 2-D, differ in shape, are not floating, or are empty "
+        "([0, T], [B, 0]) raise ValueError naming the argument",
         spec_refs=("MATH.md#errors",),
         strategy=lambda domain: bad_tensor_cases(domain),
         check=check_bad_tensors,

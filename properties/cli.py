@@ -47,7 +47,8 @@ def _list_api_invariants() -> int:
 
     for invariant in INVARIANTS:
         print(f"{invariant.id:<36} {invariant.group:<11} {invariant.statement}")
-        print(f"{'':<36} {'':<11} needs {', '.join(invariant.needs)}")
+        extra = " (opt-in: --with-logits)" if invariant.opt_in else ""
+        print(f"{'':<36} {'':<11} needs {', '.join(invariant.needs)}{extra}")
     return 0
 
 
@@ -103,7 +104,7 @@ def _check_api(args: argparse.Namespace) -> int:
     except TargetLoadError as error:
         return _error(str(error), "check-api")
     try:
-        invariants = select(args.invariant)
+        invariants = select(args.invariant, include_opt_in=args.with_logits)
     except KeyError as error:
         return _error(error.args[0], "check-api")
     domain = domain_from(
@@ -256,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(check)
     check.set_defaults(run=_check)
 
-    from spec.api import PUBLIC_NAMES
+    from spec.api import PUBLIC_NAMES, TOKEN_NLL_FROM_LOGITS
 
     check_api = commands.add_parser(
         "check-api",
@@ -271,9 +272,15 @@ def build_parser() -> argparse.ArgumentParser:
     check_api.add_argument("module", nargs="?", help="MODULE or path/to/file.py")
     _add_selection(check_api)
     check_api.add_argument(
+        "--with-logits",
+        action="store_true",
+        help=f"also run the opt-in logits group (the module's {TOKEN_NLL_FROM_LOGITS}, "
+        "recon_impl's helper beyond the seed)",
+    )
+    check_api.add_argument(
         "--skip",
         action="append",
-        choices=PUBLIC_NAMES,
+        choices=(*PUBLIC_NAMES, TOKEN_NLL_FROM_LOGITS),
         metavar="NAME",
         help="leave out the invariants that need NAME (one of the five; repeatable): for a "
         "module that does not implement it",

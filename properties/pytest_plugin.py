@@ -48,7 +48,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="also run the opt-in validation invariants",
     )
-    from spec.api import PUBLIC_NAMES
+    from spec.api import PUBLIC_NAMES, TOKEN_NLL_FROM_LOGITS
 
     group.addoption(
         "--recon-api",
@@ -60,9 +60,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--recon-skip",
         action="append",
         default=[],
-        choices=PUBLIC_NAMES,
+        choices=(*PUBLIC_NAMES, TOKEN_NLL_FROM_LOGITS),
         metavar="NAME",
         help="skip the API invariants that need NAME, one of the five (repeatable)",
+    )
+    group.addoption(
+        "--recon-logits",
+        action="store_true",
+        help=f"also run the opt-in API invariants of {TOKEN_NLL_FROM_LOGITS}",
     )
 
 
@@ -168,6 +173,7 @@ class _RunContext:
 
             self.target = target_name(option("--recon-impl"))  # TargetLoadError: an error
         self.skip = tuple(option("--recon-skip") or ())
+        self.logits = option("--recon-logits")
         examples = option("--recon-max-examples")
         if option("--recon-profile") is None and option("hypothesis_profile", None):
             self.profile = option("hypothesis_profile")

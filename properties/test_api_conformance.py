@@ -10,6 +10,8 @@ from properties.pytest_plugin import run_conformance_test
 
 @pytest.mark.parametrize("invariant", INVARIANTS, ids=[i.id for i in INVARIANTS])
 def test_api_invariant(invariant, recon_api_context, request: pytest.FixtureRequest) -> None:
+    if invariant.opt_in and not recon_api_context.logits:
+        pytest.skip("opt-in invariant: pass --recon-logits to run it")
     skipped = skipped_by(invariant, recon_api_context.skip)
     if skipped:
         pytest.skip(f"--recon-skip {' '.join(skipped)}")

@@ -168,6 +168,26 @@ def second_order_tolerance(
     return Tolerance(rtol=single.rtol + summed, atol=single.atol * positions)
 
 
+def cross_entropy_tolerance(
+    logits_dtype: torch.dtype, *, vocab: int, largest: float, gradient: bool = False
+) -> Tolerance:
+    """Absolute tolerance of -log softmax(z)[y] over ``vocab`` classes computed from
+    ``logits_dtype`` logits whose largest magnitude is ``largest``, or (``gradient``) of an
+    entry of its gradient u (softmax(z) - onehot(y)) for upstream weights |u| <= 1.
+
+    The loss is computed in float32 or better (API.md): a log-sum-exp over V terms and one
+    subtraction, each rounding relative to |z| + log V, ``32 u (largest + log V + 1)`` with
+    the module docstring's margin. A gradient entry rounds as much (the softmax is built
+    from the same log-sum-exp), then once more in the cast to the logits' dtype, plus an
+    eta of it below its smallest normal number.
+    """
+    u = unit_roundoff(computation_dtype(logits_dtype))
+    atol = 32.0 * u * (largest + math.log(vocab) + 1.0)
+    if gradient:
+        atol += unit_roundoff(logits_dtype) + underflow_unit(logits_dtype)
+    return Tolerance(rtol=0.0, atol=atol)
+
+
 def weighted_sum_tolerance(result_dtype: torch.dtype, *, terms: int) -> Tolerance:
     """Tolerance of ``x_0 + w_1 x_1 + ... + w_k x_k`` computed in ``result_dtype`` (the
     total of ``compute_total_loss``), relative to ``|x_0| + sum |w_i x_i|``.

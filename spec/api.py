@@ -40,6 +40,13 @@ PUBLIC_NAMES: tuple[str, ...] = (
     COMPUTE_TOTAL_LOSS,
 )
 
+#: recon_impl's logits helper, beyond the seed: checked only when asked for (``check-api
+#: --with-logits``), as a module that computes token NLL its own way need not have it
+TOKEN_NLL_FROM_LOGITS = "token_nll_from_logits"
+#: its defaults: Hugging Face's padding label, and no causal-LM shift
+DEFAULT_IGNORE_INDEX = -100
+DEFAULT_SHIFT = False
+
 #: what a field's value must be (MATH.md, "Errors"): a real number >= 0, a real number > 0,
 #: a bool, or the nested ``ReconstructionLossConfig``
 Rule = Literal["non-negative", "positive", "bool", "nested"]

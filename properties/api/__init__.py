@@ -9,7 +9,9 @@ dataclasses, the trainer flags' two functions and ``compute_total_loss``
 * ``properties.api.flags`` — the seven flags, their defaults, round trips, usage errors,
   the removed flag;
 * ``properties.api.total_loss`` — the returned bundle, its values, the weighted total, the
-  terms that must be given.
+  gradients of the total and of each term, the terms that must be given;
+* ``properties.api.logits`` — opt-in (``--with-logits``): recon_impl's
+  ``token_nll_from_logits`` beyond the seed, for a module that has one.
 
 ``INVARIANTS`` lists them in report order, ``by_id`` finds one, ``select`` picks by id or
 group. The module is checked through ``properties.api.probe.ApiProbe``.
@@ -17,13 +19,13 @@ group. The module is checked through ``properties.api.probe.ApiProbe``.
 
 from __future__ import annotations
 
-from properties.api import config, flags, total_loss
+from properties.api import config, flags, logits, total_loss
 from properties.api.invariant import API_GROUPS, ApiInvariant
 from spec.api import PUBLIC_NAMES
 
 INVARIANTS: tuple[ApiInvariant, ...] = tuple(
     sorted(
-        (*config.INVARIANTS, *flags.INVARIANTS, *total_loss.INVARIANTS),
+        (*config.INVARIANTS, *flags.INVARIANTS, *total_loss.INVARIANTS, *logits.INVARIANTS),
         key=lambda invariant: API_GROUPS.index(invariant.group),
     )
 )
@@ -39,10 +41,11 @@ def by_id(invariant_id: str) -> ApiInvariant:
         raise KeyError(f"no API invariant {invariant_id!r}; known: {', '.join(_BY_ID)}") from None
 
 
-def select(names: list[str] | None = None) -> list[ApiInvariant]:
-    """API invariants by id or group name; all of them when ``names`` is empty."""
+def select(names: list[str] | None = None, *, include_opt_in: bool = False) -> list[ApiInvariant]:
+    """API invariants by id or group name; all default ones (the opt-in ``logits`` group with
+    ``include_opt_in``) when ``names`` is empty."""
     if not names:
-        return list(INVARIANTS)
+        return [i for i in INVARIANTS if include_opt_in or not i.opt_in]
     chosen: list[ApiInvariant] = []
     for name in names:
         if name in API_GROUPS:

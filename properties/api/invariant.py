@@ -18,7 +18,7 @@ from properties.api.probe import ApiProbe
 from properties.invariant import Invariant
 
 #: the groups of the API invariants, in report order
-API_GROUPS: tuple[str, ...] = ("config", "flags", "total-loss")
+API_GROUPS: tuple[str, ...] = ("config", "flags", "total-loss", "logits")
 
 
 @dataclass(frozen=True)

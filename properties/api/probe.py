@@ -27,7 +27,13 @@ import torch
 
 from properties.cases import DTYPE_NAMES, LossCase, format_float
 from properties.reproduction import input_lines
-from spec.api import ADD_ARGUMENTS, COMPUTE_TOTAL_LOSS, CONFIG_FROM_ARGS, RECONSTRUCTION_CONFIG
+from spec.api import (
+    ADD_ARGUMENTS,
+    COMPUTE_TOTAL_LOSS,
+    CONFIG_FROM_ARGS,
+    RECONSTRUCTION_CONFIG,
+    TOKEN_NLL_FROM_LOGITS,
+)
 from spec.terms import LOSS_NAMES
 
 #: the program name of the parsers the probe makes (it starts argparse's usage line)
@@ -391,6 +397,44 @@ class ApiProbe:
             outputs = self.attribute(COMPUTE_TOTAL_LOSS)(token_nll, zfree, mask, config, **terms)
             call.values = scalar_values(outputs)
         return outputs, {**tensors, **terms}
+
+    # --- token_nll_from_logits -------------------------------------------------------------
+
+    def logits_call(
+        self,
+        case: Any,
+        *,
+        gradients: bool = False,
+        change: Any = None,
+        code: str = "",
+    ) -> tuple[Any, tuple[Any, Any]]:
+        """``api.token_nll_from_logits`` on the tensors of ``case`` (a ``LogitsCase``), after
+        ``change(logits, labels, keywords)`` (``code`` says the same in Python): what it
+        returns, unchecked, and the tensors it was given. With ``gradients`` the logits
+        require grad and the lines end with the gradient the check takes."""
+        from properties.api.logits import GRADIENT_LINES
+
+        k = next(self._counter)
+        logits, labels = case.tensors(requires_grad=gradients)
+        keywords = case.arguments()
+        if change is not None:
+            logits, labels, keywords = change(logits, labels, keywords)
+        arguments = "".join(f", {name}={value!r}" for name, value in keywords.items())
+        lines = [
+            *case.lines(k, requires_grad=gradients),
+            *([code.format(k=k)] if code else []),
+            f"out_{k} = api.{TOKEN_NLL_FROM_LOGITS}(logits_{k}, labels_{k}{arguments})",
+        ]
+        main = len(lines) - 1
+        if gradients:
+            lines += [
+                f"token_nll_{k}, mask_{k} = out_{k}",
+                f"print('token_nll:', token_nll_{k}, 'mask:', mask_{k})",
+                *(line.format(k=k) for line in GRADIENT_LINES),
+            ]
+        with self._use(ApiCall(tuple(lines), case, case, main=main)):
+            returned = self.attribute(TOKEN_NLL_FROM_LOGITS)(logits, labels, **keywords)
+        return returned, (logits, labels)
 
 
 def scalar_values(outputs: Any) -> dict[str, float]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from properties.api import INVARIANTS
+from properties.api import INVARIANTS, select
 from tests.properties.cli_runs import run_cli
 
 ROOT = Path(__file__).parents[2]
@@ -25,10 +25,29 @@ def check_api(*args: str, cwd: Path = ROOT, in_process: bool = True, **environme
 
 def test_recon_impl_passes_the_whole_api_check() -> None:
     # as a user runs it: the entry point in a process of its own
-    done = check_api("recon_impl", "--profile", "ci", "--no-database", in_process=False)
+    done = check_api(
+        "recon_impl", "--with-logits", "--profile", "ci", "--no-database", in_process=False
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "recon-spec check-api: recon_impl" in done.stdout
     assert f"{len(INVARIANTS)} passed, 0 failed" in done.stdout
+    # without --with-logits, the opt-in group is left out
+    assert {i.id for i in INVARIANTS} - {i.id for i in select()} == {
+        i.id for i in INVARIANTS if i.group == "logits"
+    }
+
+
+def test_the_logits_group_runs_on_request_and_names_a_missing_function() -> None:
+    opt_in = [i.id for i in INVARIANTS if i.opt_in]
+    assert opt_in and {i.group for i in INVARIANTS if i.opt_in} == {"logits"}
+    missing = check_api(WITHOUT_TOTAL_LOSS, "-i", "logits", "--max-examples", "5", "-j", "1")
+    assert missing.returncode == 2, missing.stdout[-4000:]
+    assert "the module has no token_nll_from_logits" in missing.stdout
+    wrong = check_api(
+        "properties.zoo.api.wrong.logits_wrapped_labels", "-i", "logits-token-nll", "--no-database"
+    )
+    assert wrong.returncode == 1, wrong.stdout[-4000:]
+    assert "uint8-labels" in wrong.stdout and "compared as integers" in wrong.stdout
 
 
 def test_a_wrong_module_exits_1_with_its_counterexample(tmp_path: Path) -> None:

@@ -305,3 +305,41 @@ def compute_total_loss(
         "inter_latent_divergence": inter_latent_divergence,
     }
     return total_loss(token_nll, zfree_token_nll, mask, config, terms)
+
+
+# --- token_nll_from_logits (recon_impl's, beyond the seed) ---------------------------------
+
+
+def check_logits_arguments(logits: Any, labels: Any, ignore_index: Any, shift: Any) -> None:
+    if not isinstance(logits, Tensor) or logits.dim() != 3 or not logits.is_floating_point():
+        raise ValueError("logits must be a floating [B, T, V] tensor")
+    integer = isinstance(labels, Tensor) and not (
+        labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool
+    )
+    if not integer or labels.shape != logits.shape[:2]:
+        raise ValueError("labels must be an integer tensor of shape [B, T], as the logits'")
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
+        raise ValueError("ignore_index must be an int")
+    if not isinstance(shift, bool):
+        raise ValueError("shift must be a bool")
+
+
+def log_softmax_nll(logits: Tensor, labels: Tensor, ignore_index: int) -> tuple[Tensor, Tensor]:
+    """-log softmax(z)[y] in float32 or better, 0 where ``labels == ignore_index``."""
+    mask = labels != ignore_index
+    bad = mask & ((labels < 0) | (labels >= logits.shape[-1]))
+    if bool(bad.any()):
+        raise ValueError(f"labels must lie in [0, {logits.shape[-1]}) or be ignore_index")
+    log_p = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), -1)
+    nll = -log_p.gather(-1, torch.where(mask, labels, 0)[..., None])[..., 0]
+    return torch.where(mask, nll, 0.0), mask
+
+
+def token_nll_from_logits(
+    logits: Tensor, labels: Tensor, ignore_index: int = -100, shift: bool = False
+) -> tuple[Tensor, Tensor]:
+    check_logits_arguments(logits, labels, ignore_index, shift)
+    labels = labels.to(torch.int64)  # uint8 labels compared as integers, never wrapped
+    if shift:
+        logits, labels = logits[:, :-1], labels[:, 1:]
+    return log_softmax_nll(logits, labels, ignore_index)

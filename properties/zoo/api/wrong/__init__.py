@@ -101,6 +101,18 @@ MISTAKES: dict[str, tuple[str, str]] = {
         "total-loss-term-gradients",
         "each term is returned with J's graph: its value, the total's gradient",
     ),
+    "logits_wrapped_labels": (
+        "logits-token-nll",
+        "labels are compared with ignore_index in their own dtype: uint8 156 is padding",
+    ),
+    "logits_half_losses": (
+        "logits-token-nll",
+        "half-precision logits give half-precision losses",
+    ),
+    "logits_labels_clamped": (
+        "logits-rejects-invalid",
+        "labels outside [0, V) are clamped into it instead of raising",
+    ),
     "missing_term_as_zero": (
         "total-loss-missing-term",
         "a weighted term that is not given counts as 0",

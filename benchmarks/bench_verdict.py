@@ -5,6 +5,11 @@ Run from the repository root:
 
     python benchmarks/bench_verdict.py               # the whole zoo, ci profile, -j 2
     python benchmarks/bench_verdict.py --only global_token_mean --only alpha_ignored
+    python benchmarks/bench_verdict.py --against ../main-before --rounds 6
+
+``--against ROOT`` times the passing check of this checkout and of another one (its own
+suite, run with ``PYTHONPATH=ROOT``) in alternation, ``--rounds`` times each, and prints
+the ratio of their medians: what a change to the suite costs a user's verdict.
 
 Each check runs as users run it (a fresh ``recon-spec check`` process, the ``ci`` profile,
 ``--no-database`` so that no run replays another's failure), and its wall time is taken
@@ -17,6 +22,7 @@ ratios over the zoo (the target: at most 2).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -32,15 +38,30 @@ PASSING = "recon_impl:reconstruction_losses"
 CHECK = (sys.executable, "-m", "properties.cli", "check")
 
 
-def timed_check(target: str, jobs: int) -> tuple[float, int]:
+def timed_check(target: str, jobs: int, root: Path = ROOT) -> tuple[float, int]:
     start = time.perf_counter()
     done = subprocess.run(
         [*CHECK, target, "--profile", "ci", "--no-database", "-j", str(jobs)],
-        cwd=ROOT,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
         capture_output=True,
         text=True,
     )
     return time.perf_counter() - start, done.returncode
+
+
+def side_by_side(other: Path, rounds: int, jobs: int) -> None:
+    """The passing check of this checkout and of ``other``, alternately."""
+    times: dict[Path, list[float]] = {ROOT: [], other: []}
+    for round_ in range(rounds):
+        for root in (ROOT, other) if round_ % 2 == 0 else (other, ROOT):
+            seconds, status = timed_check(PASSING, jobs, root)
+            assert status == 0, f"the bundled implementation failed the check of {root}"
+            times[root].append(seconds)
+            print(f"{root!s:<45} {seconds:6.1f} s", flush=True)
+    this, that = (statistics.median(times[root]) for root in (ROOT, other))
+    print(f"\npassing check: {this:.1f} s here, {that:.1f} s in {other} (medians of {rounds})")
+    print(f"this checkout over the other: {this / that:.3f}x")
 
 
 def main() -> None:
@@ -48,7 +69,12 @@ def main() -> None:
     parser.add_argument("--only", action="append", help="a wrong implementation (repeatable)")
     parser.add_argument("-j", "--jobs", type=int, default=2)
     parser.add_argument("--every", type=int, default=4, help="wrong ones per passing run")
+    parser.add_argument("--against", type=Path, help="time the passing check beside this checkout")
+    parser.add_argument("--rounds", type=int, default=6, help="passing checks each (--against)")
     args = parser.parse_args()
+    if args.against is not None:
+        side_by_side(args.against.resolve(), args.rounds, args.jobs)
+        return
     names = args.only or sorted(WRONG_IMPLEMENTATIONS)
     passing: list[float] = []
     wrong: dict[str, tuple[float, int]] = {}

@@ -71,7 +71,11 @@ class LogitsCase:
         ]
 
     def arguments(self) -> dict[str, Any]:
-        return {"ignore_index": self.ignore_index, "shift": self.shift}
+        """The keywords of the call: those that differ from the defaults (which are then
+        checked too)."""
+        given = {"ignore_index": self.ignore_index, "shift": self.shift}
+        defaults = {"ignore_index": DEFAULT_IGNORE_INDEX, "shift": DEFAULT_SHIFT}
+        return {name: value for name, value in given.items() if value != defaults[name]}
 
     def __repr__(self) -> str:
         return (
@@ -88,10 +92,11 @@ def _representable(value: int, dtype: torch.dtype) -> bool:
 
 @st.composite
 def logits_cases(draw: st.DrawFn, domain: Domain = DEFAULT_DOMAIN) -> LogitsCase:
-    """Small logits, labels of every integer dtype with padding where the dtype holds
-    ``ignore_index`` (a uint8 label cannot be -100: it is a class there), the default
-    ``ignore_index`` or a class id, with and without the shift."""
-    batch, length = draw(shapes(domain))
+    """Small logits (T = 0 included), labels of every integer dtype with padding where the
+    dtype holds ``ignore_index`` (a uint8 label cannot be -100: it is a class there), the
+    default ``ignore_index`` or a class id, with and without the shift (which never reads
+    ``labels[:, 0]``: it may hold anything, an id out of range included)."""
+    batch, length = draw(shapes(domain, min_length=0))
     vocab = draw(st.one_of(st.integers(2, 16), st.sampled_from(LARGE_VOCABULARIES)))
     label_dtype = draw(st.sampled_from(LABEL_DTYPES))
     ignore_index = draw(st.sampled_from([DEFAULT_IGNORE_INDEX, vocab, 0, vocab - 1]))
@@ -108,6 +113,11 @@ def logits_cases(draw: st.DrawFn, domain: Domain = DEFAULT_DOMAIN) -> LogitsCase
             padded = can_pad and draw(st.booleans())
             row.append(ignore_index if padded or value == ignore_index else value)
         labels.append(tuple(row))
+    shift = draw(st.booleans())
+    if shift and length > 0:
+        info = torch.iinfo(label_dtype)
+        junk = st.sampled_from([v for v in (info.max, info.min, vocab) if v <= info.max])
+        labels = [(draw(junk) if draw(st.booleans()) else row[0], *row[1:]) for row in labels]
     return LogitsCase(
         vocab=vocab,
         seed=draw(st.integers(0, 2**31 - 1)),
@@ -116,7 +126,7 @@ def logits_cases(draw: st.DrawFn, domain: Domain = DEFAULT_DOMAIN) -> LogitsCase
         labels=tuple(labels),
         label_dtype=label_dtype,
         ignore_index=ignore_index,
-        shift=draw(st.booleans()),
+        shift=shift,
     )
 
 
@@ -343,9 +353,8 @@ class BadLogits:
 
 @st.composite
 def bad_logits(draw: st.DrawFn, domain: Domain = DEFAULT_DOMAIN) -> BadLogits:
-    case = draw(logits_cases(domain))
-    if case.shift and len(case.labels[0]) < 2:
-        case = replace(case, shift=False)  # a label is a target somewhere
+    # a case where some label is a target, so that one can be out of range
+    case = draw(logits_cases(domain).filter(lambda c: len(c.labels[0]) > int(c.shift)))
     return BadLogits(draw(st.sampled_from(list(CORRUPTIONS))), case)
 
 

@@ -13,7 +13,7 @@ import torch
 from hypothesis import strategies as st
 
 from properties.cases import LossCase
-from properties.invariant import Invariant, InvariantViolation
+from properties.invariant import Invariant, InvariantViolation, NamedInput
 from properties.strategies import Domain, loss_cases
 from properties.target import Probe
 
@@ -124,6 +124,22 @@ SHAPE_ERRORS: dict[str, tuple[Callable[..., tuple[torch.Tensor, ...]], str]] = {
         lambda l, b, m: (l, b.round().long(), m),
         "zfree_token_nll_{k} = zfree_token_nll_{k}.round().long()",
     ),
+    # MATH.md, "Errors": tensors on different devices. The meta device exists on every
+    # machine, so the rule is checked without a second accelerator.
+    "token_nll is on another device (meta) than zfree_token_nll and mask": (
+        lambda l, b, m: (l.to("meta"), b, m),
+        "token_nll_{k} = token_nll_{k}.to('meta')",
+    ),
+    # MATH.md, "Inputs": the mask is bool or an integer 0/1 tensor (the oracle rejects the
+    # rest as spec.oracle's _mask_as_lists does).
+    "mask is a floating tensor": (
+        lambda l, b, m: (l, b, m.double()),
+        "mask_{k} = mask_{k}.double()",
+    ),
+    "mask holds 2, an integer other than 0 and 1": (
+        lambda l, b, m: (l, b, m.long() * 2),
+        "mask_{k} = mask_{k}.long() * 2",
+    ),
     # Empty shapes select no valid token (MATH.md, "Errors"): the code paths for a [0, T]
     # or [B, 0] batch are taken by no valid input, and must still raise.
     "mask selects no token of an empty batch (B = 0)": (
@@ -163,12 +179,23 @@ INVARIANTS = (
         strategy=lambda domain: bad_value_cases(domain),
         check=check_bad_values,
         opt_in=True,
+        examples=(
+            NamedInput(
+                "negative-b-one-column",
+                "A negative b in a batch of one column (T = 1): the row minimum of one value "
+                "must still be read",
+                BadInput(
+                    "negative zfree_token_nll at a valid position",
+                    LossCase(((1.0,), (2.0,)), ((0.5,), (-1.0,)), ((True,), (True,))),
+                ),
+            ),
+        ),
     ),
     Invariant(
         id="rejects-bad-tensors",
         group="validation",
-        statement="inputs that are not 2-D, differ in shape, are not floating, or are empty "
-        "([0, T], [B, 0]) raise ValueError naming the argument",
+        statement="inputs not 2-D, of other shapes or devices, not floating, masks not 0/1, or "
+        "empty ([0, T], [B, 0]) raise ValueError naming the argument",
         spec_refs=("MATH.md#errors",),
         strategy=lambda domain: bad_tensor_cases(domain),
         check=check_bad_tensors,

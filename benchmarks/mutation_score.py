@@ -6,6 +6,7 @@ Run from the repository root:
     python benchmarks/mutation_score.py --file recon_impl/stack.py --sample 30
     python benchmarks/mutation_score.py --list                       # the mutants, no checks
     python benchmarks/mutation_score.py --root ../older-checkout     # that checkout's suite
+    python benchmarks/mutation_score.py --keys survivors.txt         # only these mutants
 
 A mutant changes one site of ``recon_impl/stack.py``, ``reconstruction.py``,
 ``validation.py`` or ``logits.py`` (the standard operators: an arithmetic operator for
@@ -452,6 +453,9 @@ def main() -> None:
     parser.add_argument("--sample", type=int, help="a random sample of this many mutants")
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
     parser.add_argument("--match", help="only mutants whose key contains this")
+    parser.add_argument(
+        "--keys", type=Path, help="only the mutants whose keys this file lists (one a line)"
+    )
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
     parser.add_argument("--workers", type=int, default=1, help="mutants checked at once")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="workers of each check")
@@ -461,6 +465,9 @@ def main() -> None:
     chosen = mutants(root, tuple(args.file or FILES))
     if args.match:
         chosen = [m for m in chosen if args.match in m.key]
+    if args.keys:
+        wanted = set(args.keys.read_text().splitlines())
+        chosen = [m for m in chosen if m.key in wanted]
     if args.sample is not None and args.sample < len(chosen):
         chosen = sorted(random.Random(args.seed).sample(chosen, args.sample), key=chosen.index)
     if args.list:

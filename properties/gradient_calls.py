@@ -79,11 +79,10 @@ def second_order_weights(like: torch.Tensor) -> torch.Tensor:
 @dataclass
 class SecondOrder:
     """What ``Probe.second_order`` saw: g, its derivatives by v and by token_nll (None where
-    unused), or the error of one step (``error_step``: the script line that raised it)."""
+    unused), or the error one of the two steps raised (g is None when the first did)."""
 
     detached: bool = False
     gradient: torch.Tensor | None = None
     by_upstream: torch.Tensor | None = None
     by_token_nll: torch.Tensor | None = None
     error: Exception | None = None
-    error_step: int | None = None

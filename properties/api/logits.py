@@ -317,6 +317,24 @@ CORRUPTIONS: dict[str, tuple[str, Callable[[LogitsCase], tuple[Change, str]]]] =
             "labels_{k} = torch.cat([labels_{k}] * 2, dim=1)",
         ),
     ),
+    "labels that are not a tensor": (
+        "labels",
+        lambda case: (lambda z, y, kw: (z, y.tolist(), kw), "labels_{k} = labels_{k}.tolist()"),
+    ),
+    "labels on another device than the logits": (
+        "labels",
+        lambda case: (
+            lambda z, y, kw: (z, y.to("meta"), kw),
+            "labels_{k} = labels_{k}.to('meta')",
+        ),
+    ),
+    "logits that are not a tensor": (
+        "logits",
+        lambda case: (
+            lambda z, y, kw: (z.detach().tolist(), y, kw),
+            "logits_{k} = logits_{k}.detach().tolist()",
+        ),
+    ),
     "logits that are not 3-D": (
         "logits",
         lambda case: (lambda z, y, kw: (z[..., 0], y, kw), "logits_{k} = logits_{k}[..., 0]"),
@@ -421,8 +439,9 @@ INVARIANTS = (
     ApiInvariant(
         id="logits-rejects-invalid",
         group="logits",
-        statement="labels out of range or not integers, logits not 3-D or not floating, a "
-        "bool ignore_index or a non-bool shift raise ValueError naming the argument",
+        statement="labels out of range, not integers, not a tensor or on another device, "
+        "logits not a 3-D floating tensor, a bool ignore_index or a non-bool shift raise "
+        "ValueError naming the argument",
         spec_refs=REFS,
         strategy=lambda domain: bad_logits(domain),
         check=check_rejects_invalid,

@@ -316,8 +316,8 @@ def check_logits_arguments(logits: Any, labels: Any, ignore_index: Any, shift: A
     integer = isinstance(labels, Tensor) and not (
         labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool
     )
-    if not integer or labels.shape != logits.shape[:2]:
-        raise ValueError("labels must be an integer tensor of shape [B, T], as the logits'")
+    if not integer or labels.shape != logits.shape[:2] or labels.device != logits.device:
+        raise ValueError("labels must be an integer [B, T] tensor, as the logits' and beside them")
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
         raise ValueError("ignore_index must be an int")
     if not isinstance(shift, bool):

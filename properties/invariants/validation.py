@@ -1,6 +1,7 @@
 """Input validation (MATH.md, "Errors"): opt-in, since a hot-path implementation may skip it.
 
-Each bad input must raise ``ValueError`` whose message names the offending argument.
+Each bad input must raise ``ValueError`` whose message names the offending argument (and,
+for the tensors' rules, the rule).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import torch
 from hypothesis import strategies as st
@@ -78,7 +80,16 @@ def bad_value_cases(draw: st.DrawFn, domain: Domain) -> BadInput:
     return BadInput(kind, make(case, value))
 
 
-def _expect_value_error(call: Callable[[], object], case: LossCase, kind: str, argument: str):
+def _expect_value_error(
+    call: Callable[[], object],
+    case: LossCase,
+    kind: str,
+    argument: str,
+    rule: tuple[str, ...] = (),
+) -> None:
+    """``call()`` raises a ValueError that names ``argument`` and, where ``rule`` is given,
+    says one of its words (case aside): a message about another rule does not count."""
+
     def violation(message: str) -> InvariantViolation:
         return InvariantViolation(message, case=case, failing=("ValueError",))
 
@@ -88,6 +99,11 @@ def _expect_value_error(call: Callable[[], object], case: LossCase, kind: str, a
         if argument not in str(error):
             raise violation(
                 f"{kind}: the ValueError must name {argument}, but says: {error}"
+            ) from error
+        if rule and not any(word in str(error).lower() for word in rule):
+            words = " or ".join(repr(word) for word in rule)
+            raise violation(
+                f"{kind}: the ValueError must say the rule ({words}), but says: {error}"
             ) from error
         return
     except Exception as error:
@@ -102,55 +118,108 @@ def check_bad_values(probe: Probe, drawn: BadInput) -> None:
     _expect_value_error(lambda: probe.call(drawn.case), drawn.case, drawn.kind, argument)
 
 
-#: error kind -> (the change to the tensors (l, b, m), the same in Python for the report)
-SHAPE_ERRORS: dict[str, tuple[Callable[..., tuple[torch.Tensor, ...]], str]] = {
-    "token_nll is 1-D": (
+class TensorError(NamedTuple):
+    """A way to break the tensors of a valid case, and what the ``ValueError`` must say."""
+
+    change: Callable[..., tuple[torch.Tensor, ...]]  # (l, b, m) -> the broken (l, b, m)
+    code: str  # the same in Python, for the report
+    #: the rule, in words of which the message must hold one (MATH.md: it names the rule)
+    rule: tuple[str, ...]
+
+
+def _with_a_two(mask: torch.Tensor) -> torch.Tensor:
+    mask = mask.long()
+    mask[0, 0] = 2
+    return mask
+
+
+_DIMENSIONS = ("2-d", "2d", "dim", "shape")
+_SHAPES = ("shape", "size")
+_FLOATING = ("float", "dtype")
+_DEVICES = ("device",)
+
+#: error kind (its first word is the argument the message must name) -> the breakage. Each
+#: tensor is broken in each role, so that a check that looks at one of them is not enough.
+SHAPE_ERRORS: dict[str, TensorError] = {
+    "token_nll is 1-D": TensorError(
         lambda l, b, m: (l.reshape(-1), b, m),
         "token_nll_{k} = token_nll_{k}.reshape(-1)",
+        _DIMENSIONS,
     ),
-    "zfree_token_nll has another shape": (
+    "token_nll is 3-D, and so are zfree_token_nll and mask": TensorError(
+        lambda l, b, m: (l[..., None], b[..., None], m[..., None]),
+        "token_nll_{k}, zfree_token_nll_{k}, mask_{k} = "
+        "token_nll_{k}[..., None], zfree_token_nll_{k}[..., None], mask_{k}[..., None]",
+        _DIMENSIONS,
+    ),
+    "token_nll has another shape than zfree_token_nll and mask": TensorError(
+        lambda l, b, m: (torch.cat([l, l], dim=1), b, m),
+        "token_nll_{k} = torch.cat([token_nll_{k}] * 2, dim=1)",
+        _SHAPES,
+    ),
+    "zfree_token_nll has another shape": TensorError(
         lambda l, b, m: (l, torch.cat([b, b], dim=1), m),
         "zfree_token_nll_{k} = torch.cat([zfree_token_nll_{k}] * 2, dim=1)",
+        _SHAPES,
     ),
-    "mask has another shape": (
+    "mask has another shape": TensorError(
         lambda l, b, m: (l, b, torch.cat([m, m], dim=0)),
         "mask_{k} = torch.cat([mask_{k}] * 2, dim=0)",
+        _SHAPES,
     ),
-    "token_nll is an integer tensor": (
+    "token_nll is an integer tensor": TensorError(
         lambda l, b, m: (l.round().long(), b, m),
         "token_nll_{k} = token_nll_{k}.round().long()",
+        _FLOATING,
     ),
-    "zfree_token_nll is an integer tensor": (
+    "zfree_token_nll is an integer tensor": TensorError(
         lambda l, b, m: (l, b.round().long(), m),
         "zfree_token_nll_{k} = zfree_token_nll_{k}.round().long()",
+        _FLOATING,
     ),
     # MATH.md, "Errors": tensors on different devices. The meta device exists on every
     # machine, so the rule is checked without a second accelerator.
-    "token_nll is on another device (meta) than zfree_token_nll and mask": (
+    "token_nll is on another device (meta) than zfree_token_nll and mask": TensorError(
         lambda l, b, m: (l.to("meta"), b, m),
         "token_nll_{k} = token_nll_{k}.to('meta')",
+        _DEVICES,
+    ),
+    "zfree_token_nll is on another device (meta) than token_nll and mask": TensorError(
+        lambda l, b, m: (l, b.to("meta"), m),
+        "zfree_token_nll_{k} = zfree_token_nll_{k}.to('meta')",
+        _DEVICES,
+    ),
+    "mask is on another device (meta) than token_nll and zfree_token_nll": TensorError(
+        lambda l, b, m: (l, b, m.to("meta")),
+        "mask_{k} = mask_{k}.to('meta')",
+        _DEVICES,
     ),
     # MATH.md, "Inputs": the mask is bool or an integer 0/1 tensor (the oracle rejects the
     # rest as spec.oracle's _mask_as_lists does).
-    "mask is a floating tensor": (
+    "mask is a floating tensor": TensorError(
         lambda l, b, m: (l, b, m.double()),
         "mask_{k} = mask_{k}.double()",
+        ("bool", "integer", "dtype", "float"),
     ),
-    "mask holds 2, an integer other than 0 and 1": (
-        lambda l, b, m: (l, b, m.long() * 2),
-        "mask_{k} = mask_{k}.long() * 2",
+    # one 2 among 0s and 1s: a check that looks at every position, not all of them at once
+    "mask holds 2, an integer other than 0 and 1": TensorError(
+        lambda l, b, m: (l, b, _with_a_two(m)),
+        "mask_{k} = mask_{k}.long(); mask_{k}[0, 0] = 2",
+        ("0 and 1", "0/1", "0 or 1", "bool", "binary"),
     ),
     # Empty shapes select no valid token (MATH.md, "Errors"): the code paths for a [0, T]
     # or [B, 0] batch are taken by no valid input, and must still raise.
-    "mask selects no token of an empty batch (B = 0)": (
+    "mask selects no token of an empty batch (B = 0)": TensorError(
         lambda l, b, m: (l[:0], b[:0], m[:0]),
         "token_nll_{k}, zfree_token_nll_{k}, mask_{k} = "
         "token_nll_{k}[:0], zfree_token_nll_{k}[:0], mask_{k}[:0]",
+        ("valid", "token", "empty", "select"),
     ),
-    "mask selects no token of a batch without positions (T = 0)": (
+    "mask selects no token of a batch without positions (T = 0)": TensorError(
         lambda l, b, m: (l[:, :0], b[:, :0], m[:, :0]),
         "token_nll_{k}, zfree_token_nll_{k}, mask_{k} = "
         "token_nll_{k}[:, :0], zfree_token_nll_{k}[:, :0], mask_{k}[:, :0]",
+        ("valid", "token", "empty", "select"),
     ),
 }
 
@@ -162,10 +231,14 @@ def bad_tensor_cases(draw: st.DrawFn, domain: Domain) -> BadInput:
 
 
 def check_bad_tensors(probe: Probe, drawn: BadInput) -> None:
-    change, code = SHAPE_ERRORS[drawn.kind]
+    error = SHAPE_ERRORS[drawn.kind]
     argument = drawn.kind.split()[0]
     _expect_value_error(
-        lambda: probe.call_adjusted(drawn.case, change, (code,)), drawn.case, drawn.kind, argument
+        lambda: probe.call_adjusted(drawn.case, error.change, (error.code,)),
+        drawn.case,
+        drawn.kind,
+        argument,
+        error.rule,
     )
 
 
@@ -195,7 +268,7 @@ INVARIANTS = (
         id="rejects-bad-tensors",
         group="validation",
         statement="inputs not 2-D, of other shapes or devices, not floating, masks not 0/1, or "
-        "empty ([0, T], [B, 0]) raise ValueError naming the argument",
+        "empty ([0, T], [B, 0]) raise ValueError naming the argument and the rule",
         spec_refs=("MATH.md#errors",),
         strategy=lambda domain: bad_tensor_cases(domain),
         check=check_bad_tensors,

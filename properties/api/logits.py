@@ -65,7 +65,8 @@ class LogitsCase:
         grad = ".requires_grad_()" if requires_grad else ""
         return [
             f"generator_{k} = torch.Generator().manual_seed({self.seed})",
-            f"logits_{k} = (torch.randn{self.shape}, generator=generator_{k}, "
+            f"logits_{k} = (torch.randn({', '.join(map(str, self.shape))}, "
+            f"generator=generator_{k}, "
             f"dtype=torch.float64) * {self.spread!r}).to(torch.{DTYPE_NAMES[self.dtype]}){grad}",
             f"labels_{k} = torch.tensor({list(map(list, self.labels))}, dtype={self.label_dtype})",
         ]

@@ -39,6 +39,8 @@ def test_each_wrong_module_is_rejected_by_the_invariant_that_names_its_mistake(n
         by_id(invariant_id), module, target=f"properties.zoo.api.wrong.{name}", settings=REJECT
     )
     assert result.status == "failed", f"{invariant_id} does not reject {name}: {mistake}"
+    # its reproduction is a script that Python can run (REPRODUCED below runs a few)
+    compile(result.failure.reproduction, f"reproduce_{name}.py", "exec")
 
 
 def test_every_api_invariant_names_the_mistake_of_a_wrong_module() -> None:
@@ -71,6 +73,7 @@ REPRODUCED = [
     ("sign_only_validation", "config-rejects-invalid", ""),
     ("router_switch_ignored", "total-loss-weighted-sum", "router_support"),
     ("per_example_diagnostics", "total-loss-bundle", "token_concentration_factor"),
+    ("logits_half_losses", "logits-token-nll", "token_nll: tensor("),
 ]
 
 

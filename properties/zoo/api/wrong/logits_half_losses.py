@@ -19,6 +19,8 @@ def token_nll_from_logits(logits, labels, ignore_index=-100, shift=False):
     if shift:
         logits, labels = logits[:, :-1], labels[:, 1:]
     mask = labels != ignore_index
+    if bool((mask & ((labels < 0) | (labels >= logits.shape[-1]))).any()):
+        raise ValueError(f"labels must lie in [0, {logits.shape[-1]}) or be ignore_index")
     log_p = torch.log_softmax(logits, -1)  # the mistake: in the logits' own dtype
     nll = -log_p.gather(-1, torch.where(mask, labels, 0)[..., None])[..., 0]
     return torch.where(mask, nll, 0.0), mask

@@ -39,6 +39,8 @@ def _list_invariants() -> int:
     for invariant in INVARIANTS:
         extra = " (opt-in)" if invariant.opt_in else ""
         print(f"{invariant.id:<32} {invariant.group:<11} {invariant.statement}{extra}")
+        witness = f"; rejects properties.zoo.wrong:{invariant.witness}" if invariant.witness else ""
+        print(f"{'':<32} {'':<11} spec: {', '.join(invariant.spec_refs)}{witness}")
     return 0
 
 

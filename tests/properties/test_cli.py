@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from properties.cli import main
+from properties.invariants import by_id
 from tests.properties.cli_runs import run_cli
 
 ROOT = Path(__file__).parents[2]
@@ -302,6 +303,10 @@ def test_unknown_invariant_exits_2_and_list_shows_all() -> None:
     listed = check("--list")
     assert listed.returncode == 0
     assert "oracle-agreement" in listed.stdout and "(opt-in)" in listed.stdout
+    # each with its spec references and the wrong implementation it rejects on its own
+    output_gradients = by_id("output-gradients")
+    assert f"spec: {', '.join(output_gradients.spec_refs)}" in listed.stdout
+    assert f"rejects properties.zoo.wrong:{output_gradients.witness}" in listed.stdout
 
 
 def test_nothing_to_check_is_not_a_pass() -> None:

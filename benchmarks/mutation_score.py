@@ -117,6 +117,29 @@ EQUIVALENT: dict[str, str] = {
     "zfree_token_nll.dtype:`": "outside the contract, not strictly equivalent: only losses "
     "of two different dtypes see it (the result then follows token_nll's dtype, not the "
     "promoted one), and MATH.md's 'Precision' states the dtype for inputs of one dtype",
+    **{
+        f"recon_impl/validation.py::_vmap_active: {change}": "outside the contract: reached "
+        "only under torch.func transforms (vmap), which MATH.md does not cover and the suite "
+        "never applies; outside them the function returns False either way"
+        for change in (
+            "not removed in `if not torch._C._are_functorch_transforms_active():`",
+            "any( -> all( in `return any(i.key() == TransformType.Vmap for i in "
+            "retrieve_all_functorch_interpreters())`",
+            "== -> != in `return any(i.key() == TransformType.Vmap for i in "
+            "retrieve_all_functorch_interpreters())`",
+        )
+    },
+    **{
+        f"recon_impl/validation.py::value_checksum: sum( -> mean( in `{line}`": "the checksum "
+        "is only tested for finiteness, and a mean of the parts is finite exactly when their "
+        "sum is (a mean that does not overflow where the sum does spares a false alarm, a "
+        "scan that finds nothing)"
+        for line in (
+            "parts = [*values, b_sum.sum()]",
+            "parts.append(b_min.sqrt().sum())",
+            "return torch.stack(parts).sum()",
+        )
+    },
 }
 
 

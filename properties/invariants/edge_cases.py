@@ -120,6 +120,18 @@ EDGE_CASES: dict[str, EdgeCase] = {
             config=_config(example_inverse_surprisal_epsilon=1e5, zfree_reference_scale=1e-3),
         ),
     ),
+    "overflowing-term-epsilon-zero": EdgeCase(
+        "epsilon = 0 and a reference scale so small that R_dist is past float32's range: "
+        "the output is inf, the input is valid, and validation that looks again for a kept "
+        "example with bbar = 0 must find none.",
+        LossCase(
+            token_nll=((1.0e4, 2.0e4),),
+            zfree_token_nll=((0.5, 1.5),),
+            mask=((True, True),),
+            config=_config(example_inverse_surprisal_epsilon=0.0, zfree_reference_scale=1e-36),
+            dtype=torch.float32,
+        ),
+    ),
     "subnormal-tail-shares": EdgeCase(
         "Tail shares below float32's smallest normal number: (1/6)^52 is subnormal, and "
         "only the tail tokens carry loss. Their rounding is absolute, not relative "

@@ -55,6 +55,7 @@ INVARIANTS = (
                 "huge-alpha-float32",
                 "ties-at-max",
                 "large-epsilon-tiny-scale",
+                "overflowing-term-epsilon-zero",
                 "tail-share-float32",
             )
         ),

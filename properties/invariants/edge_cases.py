@@ -123,10 +123,11 @@ EDGE_CASES: dict[str, EdgeCase] = {
     "overflowing-term-epsilon-zero": EdgeCase(
         "epsilon = 0 and a reference scale so small that R_dist is past float32's range: "
         "the output is inf, the input is valid, and validation that looks again for a kept "
-        "example with bbar = 0 must find none (the fully padded row is dropped, not kept).",
+        "example with bbar = 0 must find none (the fully padded row, inf included, is "
+        "dropped, not kept).",
         LossCase(
-            token_nll=((1.0e4, 2.0e4), (3.0, 4.0)),
-            zfree_token_nll=((0.5, 1.5), (0.0, 0.0)),
+            token_nll=((1.0e4, 2.0e4), (INF, 4.0)),
+            zfree_token_nll=((0.5, 1.5), (0.0, INF)),
             mask=((True, True), (False, False)),
             config=_config(example_inverse_surprisal_epsilon=0.0, zfree_reference_scale=1e-36),
             dtype=torch.float32,

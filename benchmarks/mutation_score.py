@@ -136,6 +136,33 @@ EQUIVALENT: dict[str, str] = {
     "recon_impl/validation.py::raise_for_invalid_values: sum( -> mean( in `overflowed = "
     "torch.isinf(valid_values.sum(1))`": "torch's mean is the dtype's sum divided by n: it "
     "is inf exactly where the sum overflowed",
+    **{
+        f"recon_impl/logits.py::{change}": "the half-precision cross-entropy's block of rows "
+        "(how many rows each float32 log-softmax takes) changes, and with it the time and "
+        "the working set, never a value: rows are independent, and every block size >= 1 "
+        "computes each row alike"
+        for change in (
+            "<module>: << -> >> in `_CPU_BLOCK_ELEMENTS = 1 << 20`",
+            "<module>: 1 -> 2 in `_CPU_BLOCK_ELEMENTS = 1 << 20`",
+            "<module>: 20 -> 21 in `_CPU_BLOCK_ELEMENTS = 1 << 20`",
+            "<module>: << -> >> in `_ACCELERATOR_BLOCK_ELEMENTS = 1 << 26`",
+            "<module>: 1 -> 2 in `_ACCELERATOR_BLOCK_ELEMENTS = 1 << 26`",
+            "<module>: 26 -> 27 in `_ACCELERATOR_BLOCK_ELEMENTS = 1 << 26`",
+            "_block_rows: conditional branches swapped: _CPU_BLOCK_ELEMENTS <-> "
+            "_ACCELERATOR_BLOCK_ELEMENTS in `elements = _CPU_BLOCK_ELEMENTS if "
+            'logits.device.type == "cpu" else _ACCELERATOR_BLOCK_ELEMENTS`',
+            "_block_rows: == -> != in `elements = _CPU_BLOCK_ELEMENTS if logits.device.type "
+            '== "cpu" else _ACCELERATOR_BLOCK_ELEMENTS`',
+            "_block_rows: max( -> min( in `return max(1, elements // max(logits.shape[1], 1))`",
+            "_block_rows: 1 -> 2 in `return max(1, elements // max(logits.shape[1], 1))`",
+            "_block_rows: max( -> min( in `return max(1, elements // max(logits.shape[1], 1))` "
+            "(#2)",
+            "_block_rows: 1 -> 2 in `return max(1, elements // max(logits.shape[1], 1))` (#3)",
+        )
+    },
+    "recon_impl/logits.py::token_nll_from_logits: > -> >= in `if shift and length > 0:` (#2)": (
+        "taken anew only for T = 0, where [:, :-1] of an empty dimension is empty too"
+    ),
 }
 
 #: survivors that inputs outside MATH.md's contract tell apart, each with the reason: the
@@ -169,6 +196,9 @@ OUTSIDE_CONTRACT: dict[str, str] = {
             "max( -> min( in `largest = valid_values[row].abs().max().item()`",
         )
     },
+    "recon_impl/validation.py::as_bool_mask: & -> | in `bad = mask[(mask != 0) & (mask != "
+    "1)][0].item()`": "only the value the message quotes changes (the mask's first entry, "
+    "not its first bad one); MATH.md asks a message for the argument and the rule",
 }
 
 

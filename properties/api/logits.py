@@ -300,7 +300,7 @@ CORRUPTIONS: dict[str, tuple[str, Callable[[LogitsCase], tuple[Change, str]]]] =
         lambda case: (
             lambda z, y, kw: (z, _set_targets(y, _out_of_range(case), case.shift), kw),
             f"labels_{{k}} = labels_{{k}}.long(); "
-            f"labels_{{k}}[:, {1 if case.shift else 0}:] = {_out_of_range(case)}",
+            f"labels_{{k}}[0, {1 if case.shift else 0}] = {_out_of_range(case)}",
         ),
     ),
     "labels of a floating dtype": (
@@ -359,8 +359,9 @@ CORRUPTIONS: dict[str, tuple[str, Callable[[LogitsCase], tuple[Change, str]]]] =
 
 
 def _set_targets(labels: torch.Tensor, value: int, shift: bool) -> torch.Tensor:
+    # one target out of range, among targets in range: a check must look at each of them
     changed = labels.long().clone()
-    changed[:, 1 if shift else 0 :] = value
+    changed[0, 1 if shift else 0] = value
     return changed
 
 

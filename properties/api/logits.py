@@ -436,6 +436,30 @@ INVARIANTS = (
                     shift=True,
                 ),
             ),
+            NamedInput(
+                "more-rows-than-classes",
+                "half-precision logits whose B*T rows outnumber the V classes: a loop over "
+                "blocks of rows bounded by V leaves rows unwritten",
+                replace(
+                    UINT8_LABELS,
+                    vocab=2,
+                    dtype=torch.bfloat16,
+                    labels=((0, 1, 1), (1, 0, -100)),
+                    label_dtype=torch.int64,
+                ),
+            ),
+            NamedInput(
+                "one-class",
+                "a vocabulary of one class with an ignored position: the index an ignored "
+                "row stands in with must be a class too",
+                replace(
+                    UINT8_LABELS,
+                    vocab=1,
+                    dtype=torch.bfloat16,
+                    labels=((0, -100),),
+                    label_dtype=torch.int64,
+                ),
+            ),
         ),
     ),
     ApiInvariant(

@@ -224,6 +224,15 @@ SHAPE_ERRORS: dict[str, TensorError] = {
 }
 
 
+#: a valid float32 case with a padded position, which every breakage of the tensors starts from
+SMALL_CASE = LossCase(
+    ((1.0, 2.0), (3.0, 4.0)),
+    ((0.5, 1.5), (2.0, 1.0)),
+    ((True, True), (True, False)),
+    dtype=torch.float32,
+)
+
+
 @st.composite
 def bad_tensor_cases(draw: st.DrawFn, domain: Domain) -> BadInput:
     kind = draw(st.sampled_from(list(SHAPE_ERRORS)))
@@ -273,5 +282,15 @@ INVARIANTS = (
         strategy=lambda domain: bad_tensor_cases(domain),
         check=check_bad_tensors,
         opt_in=True,
+        # every kind on a small case, every run: a random draw of a few examples need not
+        # meet each of them
+        examples=tuple(
+            NamedInput(
+                "bad-tensors: " + kind,
+                f"{kind}: each breakage is tried on purpose",
+                BadInput(kind, SMALL_CASE),
+            )
+            for kind in SHAPE_ERRORS
+        ),
     ),
 )

@@ -465,9 +465,8 @@ INVARIANTS = (
     ApiInvariant(
         id="logits-rejects-invalid",
         group="logits",
-        statement="labels out of range, not integers, not a tensor or on another device, "
-        "logits not a 3-D floating tensor, a bool ignore_index or a non-bool shift raise "
-        "ValueError naming the argument",
+        statement="labels out of range, not an integer tensor or elsewhere, logits not a "
+        "3-D floating tensor, a bool ignore_index or a non-bool shift: ValueError naming it",
         spec_refs=REFS,
         strategy=lambda domain: bad_logits(domain),
         check=check_rejects_invalid,

@@ -196,9 +196,12 @@ OUTSIDE_CONTRACT: dict[str, str] = {
             "max( -> min( in `largest = valid_values[row].abs().max().item()`",
         )
     },
-    "recon_impl/validation.py::as_bool_mask: & -> | in `bad = mask[(mask != 0) & (mask != "
-    "1)][0].item()`": "only the value the message quotes changes (the mask's first entry, "
-    "not its first bad one); MATH.md asks a message for the argument and the rule",
+    **{
+        f"recon_impl/validation.py::as_bool_mask: {change} in `bad = mask[(mask != 0) & (mask "
+        "!= 1)][0].item()`": "only the value the message quotes changes (an entry that is "
+        "not bad may be quoted); MATH.md asks a message for the argument and the rule"
+        for change in ("& -> |", "0 -> 1")
+    },
 }
 
 

@@ -449,6 +449,18 @@ INVARIANTS = (
                 ),
             ),
             NamedInput(
+                "rows-past-two-blocks",
+                "half-precision logits of more rows than the V classes plus a block of rows "
+                "(2^20 / V on the CPU): every block, to the last row, is computed",
+                replace(
+                    UINT8_LABELS,
+                    vocab=1024,
+                    dtype=torch.bfloat16,
+                    labels=(tuple(i % 1024 for i in range(2100)),),
+                    label_dtype=torch.int64,
+                ),
+            ),
+            NamedInput(
                 "one-class",
                 "a vocabulary of one class with an ignored position: the index an ignored "
                 "row stands in with must be a class too",

@@ -131,7 +131,11 @@ INVARIANTS = (
         spec_refs=("MATH.md#contract-of-an-implementation",),
         strategy=lambda domain: loss_cases(domain),
         check=check_outputs_contract,
-        examples=(named("half-precision"), named("bfloat16-integer-mask")),
+        examples=(
+            named("half-precision"),
+            named("bfloat16-integer-mask"),
+            named("overflowing-term-epsilon-zero"),
+        ),
         witness="float64_outputs",
     ),
     Invariant(

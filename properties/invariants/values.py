@@ -55,7 +55,6 @@ INVARIANTS = (
                 "huge-alpha-float32",
                 "ties-at-max",
                 "large-epsilon-tiny-scale",
-                "overflowing-term-epsilon-zero",
                 "tail-share-float32",
             )
         ),

@@ -5,6 +5,7 @@ invariant rejects a known witness on its own, and correct-but-different implemen
 from __future__ import annotations
 
 import pytest
+import torch
 from hypothesis import Phase, settings
 
 from properties.invariants import by_id, select
@@ -74,6 +75,18 @@ def test_each_gradient_slip_is_rejected_by_the_invariant_that_names_it(
     assert result.status == "failed", f"{invariant_id} does not reject {name}"
     # the report names the output whose gradient is wrong
     assert any(output in result.failure.message for output in LOSS_NAMES), result.failure.message
+
+
+def test_a_bad_tensor_error_must_say_its_rule_not_only_the_argument() -> None:
+    from recon_impl import reconstruction_losses
+
+    def wrong_rule(token_nll, zfree_token_nll, mask, config):
+        if isinstance(token_nll, torch.Tensor) and not token_nll.is_floating_point():
+            raise ValueError("token_nll, zfree_token_nll and mask must have the same shape")
+        return reconstruction_losses(token_nll, zfree_token_nll, mask, config)
+
+    result = run_invariant(by_id("rejects-bad-tensors"), wrong_rule, target="t", settings=REJECT)
+    assert result.status == "failed" and "must say the rule" in result.failure.message
 
 
 def test_validation_invariants_reject_an_implementation_without_validation() -> None:

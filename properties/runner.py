@@ -39,6 +39,7 @@ from hypothesis.errors import HypothesisException, UnsatisfiedAssumption
 from properties.cases import LossCase
 from properties.database import FailureStore
 from properties.diagnosis import diagnose_violation
+from properties.escapes import TargetRaised
 from properties.invariant import Invariant, InvariantViolation, NamedInput
 from properties.strategies import DEFAULT_DOMAIN, Domain
 from properties.target import CallObserver, Implementation, Probe
@@ -108,6 +109,15 @@ class _ShrinkBudgetSpent(BaseException):
     """Ends a bounded shrink (hypothesis lets a BaseException through, as it must Ctrl-C)."""
 
 
+class _TargetEnded(BaseException):
+    """The target raised an exit in a call: the run of this invariant ends there, unshrunk,
+    as when the target's process dies (hypothesis lets a BaseException through)."""
+
+    def __init__(self, raised: TargetRaised) -> None:
+        super().__init__(str(raised))
+        self.raised = raised
+
+
 class _Attempts:
     """The test function hypothesis runs, with what the report needs of its last call."""
 
@@ -143,14 +153,24 @@ class _Attempts:
             self.observer.example_started()
         probe = self.invariant.probe(self.implementation, self.observer)
         self.last = (probe, drawn)
+        error: BaseException | None = None
         try:
             self.invariant.check(probe, drawn)
-        except UnsatisfiedAssumption:
-            raise
-        except BaseException as error:
+        except UnsatisfiedAssumption as raised:
+            if probe.escaped is None:
+                raise  # the invariant's own assume(), not the target's
+            error = raised
+        except BaseException as raised:
+            error = raised
+        if probe.escaped is not None:
+            # a skip or an exit fails the input, whatever the invariant made of it
+            escaped = TargetRaised(probe.escaped)
+            escaped.__cause__ = probe.escaped
+            error = _TargetEnded(escaped) if escaped.ends_program else escaped
+        if error is not None:
             # the shrinker only tries smaller inputs: the latest failure is the smallest
             self.failed = (error, probe, drawn)
-            raise
+            raise error
 
 
 def _hypothesis_test(
@@ -179,7 +199,9 @@ def _run(test, attempts: _Attempts) -> BaseException | None:
     attempts.failed = None
     try:
         test()
-    except unittest.SkipTest:  # nothing to run: no edge case, nothing saved
+    except unittest.SkipTest:
+        # hypothesis had nothing to run (no edge case, nothing saved); a skip the target
+        # raised never gets here as one: the probe wraps it (properties/escapes.py)
         return None
     except _ShrinkBudgetSpent:
         assert attempts.failed is not None
@@ -252,12 +274,13 @@ def run_invariant(
         for named in saved:  # a saved input that passes now: the bug it found is fixed
             store.forget(named.value)
     other_edge: tuple[NamedInput, str] | None = None
-    if failed is None or failed.name != SAVED:
+    if not isinstance(error, _TargetEnded) and (failed is None or failed.name != SAVED):
         edge_error, edge_last = error, attempts.last
         found = tried((), search=True)
         if found is not None:
             error = found
-            if not _bounded(attempts) and Phase.shrink in phases:
+            ended = isinstance(found, _TargetEnded)
+            if not ended and not _bounded(attempts) and Phase.shrink in phases:
                 store.save(attempts.last[1])  # minimal: tried first on the next run
             # A smaller input that fails the same way makes the edge case redundant; one
             # that fails another way leaves it a second finding worth a line.
@@ -274,6 +297,9 @@ def run_invariant(
     failure.other_edge_case = other_edge
     failure.shrunk = shown is None and Phase.shrink in phases
     failure.bounded = _bounded(attempts)
+    if isinstance(error, _TargetEnded):  # unshrunk, like a process that died in a call
+        failure.shrunk = False
+        return InvariantResult(invariant.id, "crashed", attempts.count, seconds, failure, used_seed)
     return InvariantResult(invariant.id, "failed", attempts.count, seconds, failure, used_seed)
 
 
@@ -314,6 +340,10 @@ def _failure(
     if isinstance(error, InvariantViolation):
         message = str(error)
         trace = ""
+    elif isinstance(error, (TargetRaised, _TargetEnded)):
+        message = str(error)
+        raised = error.error if isinstance(error, TargetRaised) else error.raised.error
+        trace = "".join(traceback.format_exception(raised))
     elif isinstance(error, HypothesisException):
         message = f"hypothesis could not run this invariant: {type(error).__name__}: {error}"
         trace = "".join(traceback.format_exception(error))

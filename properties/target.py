@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import torch
 
 from properties.cases import LossCase
+from properties.escapes import TargetRaised, escapes
 from properties.gradient_calls import (
     SecondOrder,
     differentiating_lines,
@@ -218,6 +219,8 @@ class Probe:
     implementation: Implementation
     observer: CallObserver | None = None
     calls: list[Call] = field(default_factory=list)
+    #: the first exception a call raised that is not an answer (``properties/escapes.py``)
+    escaped: BaseException | None = None
 
     def script(self, target: str, invariant_id: str, statement: str, message: str) -> str:
         """The recorded calls as a standalone script (``properties/reproduction.py``)."""
@@ -232,8 +235,11 @@ class Probe:
             self.observer.call_started(call)
         try:
             yield
-        except Exception as error:
+        except BaseException as error:
             call.error = f"{type(error).__name__}: {error}"
+            if escapes(error):  # a skip, an exit, hypothesis's own: not an answer
+                self.escaped = self.escaped or error
+                raise TargetRaised(error) from error
             raise
         finally:
             if self.observer is not None:

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from properties.cases import DTYPE_NAMES, LossCase, format_float
+from properties.escapes import TargetRaised, escapes
 from properties.reproduction import input_lines
 from spec.api import (
     ADD_ARGUMENTS,
@@ -145,6 +146,8 @@ class ApiProbe:
         self.module = module
         self.observer = observer
         self.calls: list[ApiCall] = []
+        #: the first exception a use raised that is not an answer (``properties/escapes.py``)
+        self.escaped: BaseException | None = None
         self._names: dict[int, str] = {}
         self._kept: list[Any] = []  # objects named in the lines stay alive (ids stay theirs)
         self._counter = itertools.count(1)
@@ -186,8 +189,11 @@ class ApiProbe:
             self.observer.call_started(call)
         try:
             yield call
-        except Exception as error:
+        except BaseException as error:
             call.error = f"{type(error).__name__}: {error}"
+            if escapes(error):  # a skip, an exit, hypothesis's own: not an answer
+                self.escaped = self.escaped or error
+                raise TargetRaised(error) from error
             raise
         finally:
             if self.observer is not None:

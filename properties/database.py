@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy
 import torch
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
@@ -52,6 +53,10 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if isinstance(value, torch.dtype):
         return {"dtype": str(value).removeprefix("torch.")}
+    if isinstance(value, numpy.generic):  # an invalid config value: numpy.True_, ...
+        return {"numpy": type(value).__name__, "item": value.item()}
+    if isinstance(value, torch.Tensor) and value.dim() == 0:
+        return {"tensor": value.item(), "of": str(value.dtype).removeprefix("torch.")}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     raise TypeError(f"cannot save a {type(value).__name__} in the example database")
@@ -65,10 +70,14 @@ def _value(data: Any) -> Any:
     if "tuple" in data:
         return tuple(_value(v) for v in data["tuple"])
     if "dtype" in data:
-        dtype = getattr(torch, data["dtype"])
-        if not isinstance(dtype, torch.dtype):
-            raise ValueError(f"not a dtype: {data['dtype']}")
-        return dtype
+        return _dtype(data["dtype"])
+    if "numpy" in data:
+        kind = getattr(numpy, data["numpy"])
+        if not (isinstance(kind, type) and issubclass(kind, numpy.generic)):
+            raise ValueError(f"not a numpy scalar type: {data['numpy']}")
+        return kind(data["item"])
+    if "tensor" in data:
+        return torch.tensor(data["tensor"], dtype=_dtype(data["of"]))
     module, _, name = data["record"].partition(":")
     if not module.startswith(_RECORD_PACKAGES):
         raise ValueError(f"not a record of this suite: {data['record']}")
@@ -76,6 +85,13 @@ def _value(data: Any) -> Any:
     if not dataclasses.is_dataclass(kind):
         raise ValueError(f"not a record: {data['record']}")
     return kind(**{field: _value(v) for field, v in data["fields"].items()})
+
+
+def _dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"not a dtype: {name}")
+    return dtype
 
 
 def encode(value: Any) -> bytes:

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy
+import torch
 from hypothesis import strategies as st
 
 from properties.api.invariant import ApiInvariant
@@ -17,9 +19,11 @@ from properties.api.strategies import (
     Assignment,
     ConfigValues,
     InvalidValue,
+    OtherNumber,
     assignments,
     config_values,
     invalid_values,
+    other_numbers,
 )
 from properties.invariant import InvariantViolation, NamedInput
 from recon_impl import ReconstructionLossConfig
@@ -251,6 +255,32 @@ def check_rejects_invalid(probe: ApiProbe, drawn: InvalidValue) -> None:
     )
 
 
+# --- config-number-types -------------------------------------------------------------------
+
+
+def check_other_numbers(probe: ApiProbe, drawn: OtherNumber) -> None:
+    kind = type(drawn.value).__name__
+    try:
+        built = probe.build(drawn.build(), drawn=drawn)
+    except Exception as error:
+        raise _violation(
+            f"{drawn!r}: a real number of type {kind} is refused ({type(error).__name__}: "
+            f"{short(str(error))}); every real number that is not a bool is a valid value",
+            drawn,
+            "accepted",
+        ) from error
+    stored = getattr(built, drawn.field)
+    if type(stored) is not float or stored != float(drawn.value):
+        probe.note(f"stores {literal(stored)}")
+        raise _violation(
+            f"{drawn!r}: {drawn.field} holds {literal(stored)} ({type(stored).__name__}); a "
+            f"config stores every number as the Python float {float(drawn.value)!r}, so that "
+            "its run metadata is plain JSON",
+            drawn,
+            "stored",
+        )
+
+
 # --- config-run-metadata -------------------------------------------------------------------
 
 
@@ -386,6 +416,34 @@ INVARIANTS = (
                 InvalidValue(DISENTANGLEMENT_CONFIG, "beta", True, "a bool, not a number"),
             ),
             NamedInput(
+                "numpy-bool-weight",
+                "numpy.True_ is no Python bool: a check of isinstance(value, bool) lets it "
+                "through as 1.0",
+                InvalidValue(
+                    DISENTANGLEMENT_CONFIG, "beta", numpy.True_, "a numpy bool, not a number"
+                ),
+            ),
+            NamedInput(
+                "tensor-weight",
+                "float(torch.tensor(1.0)) works: a tensor would pass a conversion to float",
+                InvalidValue(
+                    RECONSTRUCTION_CONFIG,
+                    "raw_weight",
+                    torch.tensor(1.0),
+                    "a 0-dim tensor, not a number",
+                ),
+            ),
+            NamedInput(
+                "numpy-bool-switch",
+                "numpy.True_ acts like True, but the run metadata's JSON cannot hold it",
+                InvalidValue(
+                    DISENTANGLEMENT_CONFIG,
+                    ROUTER_SUPPORT_SWITCH,
+                    numpy.True_,
+                    "a numpy bool, not a bool (the run metadata's JSON cannot hold it)",
+                ),
+            ),
+            NamedInput(
                 "zero-scale",
                 "c = 0 divides R_dist and R_cc by zero",
                 InvalidValue(RECONSTRUCTION_CONFIG, "zfree_reference_scale", 0.0, "not > 0"),
@@ -399,6 +457,28 @@ INVARIANTS = (
                     "false",
                     "a string, not a bool (and truthy)",
                 ),
+            ),
+        ),
+    ),
+    ApiInvariant(
+        id="config-number-types",
+        group="config",
+        statement="every real number that is not a bool (int, numpy.float32, numpy.int64, ...) "
+        "is a valid number value, stored as the Python float it equals",
+        spec_refs=("API.md#validation", *CONFIG_REFS),
+        strategy=lambda domain: other_numbers(),
+        check=check_other_numbers,
+        needs=BOTH,
+        examples=(
+            NamedInput(
+                "numpy-float32-weight",
+                "numpy.float32 is no Python float: isinstance(value, float) refuses it",
+                OtherNumber(RECONSTRUCTION_CONFIG, "raw_weight", numpy.float32(0.5)),
+            ),
+            NamedInput(
+                "numpy-int64-beta",
+                "numpy.int64 is no Python int, and json.dumps cannot write it",
+                OtherNumber(DISENTANGLEMENT_CONFIG, "beta", numpy.int64(2)),
             ),
         ),
     ),

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy
 import torch
 
 from properties.cases import DTYPE_NAMES, LossCase, format_float
@@ -126,6 +127,12 @@ def literal(value: Any) -> str:
     if isinstance(value, tuple):
         inner = ", ".join(literal(v) for v in value)
         return f"({inner}{',' if len(value) == 1 else ''})"
+    if isinstance(value, numpy.generic):  # numpy.float32(0.5), numpy.True_
+        if isinstance(value, numpy.bool_):
+            return f"numpy.{bool(value)}_"
+        return f"numpy.{type(value).__name__}({literal(value.item())})"
+    if isinstance(value, torch.Tensor) and value.dim() == 0:
+        return f"torch.tensor({literal(value.item())})"
     return repr(value)
 
 

@@ -55,6 +55,7 @@ def render_api(
         "import argparse",
         "import dataclasses",
         "",
+        "import numpy",
         "import torch",
         "",
         *import_lines(target),

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
 
+import numpy
 import torch
 from hypothesis import strategies as st
 
@@ -152,6 +153,9 @@ NOT_REAL: tuple[tuple[Any, str], ...] = (
     (False, "a bool, not a number"),
     (10**400, "an integer too large for a float"),
     (-(10**400), "an integer too large for a float"),
+    (numpy.True_, "a numpy bool, not a number"),
+    (numpy.False_, "a numpy bool, not a number"),
+    (torch.tensor(1.0), "a 0-dim tensor, not a number"),
 )
 NON_FINITE: tuple[tuple[Any, str], ...] = (
     (math.nan, "not finite"),
@@ -168,6 +172,8 @@ NOT_BOOL: tuple[tuple[Any, str], ...] = (
     (1, "an int, not a bool"),
     (0, "an int, not a bool"),
     (None, "None, not a bool"),
+    (numpy.True_, "a numpy bool, not a bool (the run metadata's JSON cannot hold it)"),
+    (torch.tensor(True), "a 0-dim tensor, not a bool"),
 )
 NOT_NESTED: tuple[tuple[Any, str], ...] = (
     (None, f"None, not a {RECONSTRUCTION_CONFIG}"),
@@ -195,6 +201,38 @@ def invalid_values(draw: st.DrawFn) -> InvalidValue:
     chosen: ConfigField = draw(st.sampled_from(CONFIG_CLASSES[class_name]))
     value, why = draw(_invalid_for(chosen.rule))
     return InvalidValue(class_name, chosen.name, value, why)
+
+
+# --- real numbers of other types -----------------------------------------------------------
+
+#: the types of real number a number field accepts besides float (API.md, "Validation")
+NUMBER_TYPES: tuple[type, ...] = (int, numpy.float32, numpy.float64, numpy.int64, numpy.int32)
+
+
+@dataclass(frozen=True)
+class OtherNumber:
+    """A construction with one number field given as another type of real number."""
+
+    class_name: str
+    field: str
+    value: Any
+
+    def build(self) -> Build:
+        return Build.of(self.class_name, {self.field: self.value})
+
+    def __repr__(self) -> str:
+        return f"{self.class_name}({self.field}={literal(self.value)})"
+
+
+@st.composite
+def other_numbers(draw: st.DrawFn) -> OtherNumber:
+    class_name = draw(st.sampled_from(list(CONFIG_CLASSES)))
+    numeric = [f for f in CONFIG_CLASSES[class_name] if f.rule in ("non-negative", "positive")]
+    chosen: ConfigField = draw(st.sampled_from(numeric))
+    kind = draw(st.sampled_from(NUMBER_TYPES))
+    whole = kind is int or issubclass(kind, numpy.integer)
+    value = draw(st.integers(1, 1000)) if whole else draw(st.sampled_from([0.5, 2.0, 1e-3, 7.25]))
+    return OtherNumber(class_name, chosen.name, kind(value))
 
 
 # --- assignments to a frozen config --------------------------------------------------------
@@ -517,6 +555,7 @@ def total_loss_mixes(draw: st.DrawFn, domain: Domain = DEFAULT_DOMAIN) -> TotalL
 
 __all__ = [
     "MIXED_ENTRIES",
+    "NUMBER_TYPES",
     "Assignment",
     "ConfigValues",
     "FlagValue",
@@ -524,6 +563,7 @@ __all__ = [
     "InvalidFlag",
     "InvalidValue",
     "MissingTerm",
+    "OtherNumber",
     "RemovedSpelling",
     "TotalLossCase",
     "TotalLossMix",
@@ -533,6 +573,7 @@ __all__ = [
     "invalid_flags",
     "invalid_values",
     "missing_terms",
+    "other_numbers",
     "removed_spellings",
     "total_loss_cases",
     "total_loss_mixes",

@@ -16,6 +16,7 @@ import argparse
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from numbers import Real
 from typing import Any, ClassVar
 
 import torch
@@ -28,7 +29,8 @@ NON_NEGATIVE, POSITIVE, SWITCH, NESTED = "a real number >= 0", "a real number > 
 
 
 def _real(owner: str, name: str, value: Any, rule: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    # every real number but a bool (numpy's included, whose bool is no numbers.Real)
+    if isinstance(value, bool) or not isinstance(value, Real):
         raise ValueError(f"{owner}.{name} must be {rule}, got {type(value).__name__} {value!r}")
     try:
         number = float(value)

@@ -22,6 +22,15 @@ MISTAKES: dict[str, tuple[str, str]] = {
         "config-rejects-invalid",
         "validation checks the sign alone: NaN, inf, strings and bools pass",
     ),
+    "float_conversion_validation": (
+        "config-rejects-invalid",
+        "validation refuses Python bools and converts the rest with float(): numpy.True_ "
+        "and a 0-dim tensor pass as 1.0",
+    ),
+    "numbers_stored_as_given": (
+        "config-number-types",
+        "a valid numpy.float32 is stored as given, not as a Python float",
+    ),
     "error_without_field_name": (
         "config-rejects-invalid",
         "every invalid value is rejected with ValueError('invalid config'), naming no field",

@@ -7,8 +7,10 @@ values the oracle reads are the same numbers.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -133,4 +135,27 @@ class LossCase:
         ]
         if self.mask_dtype != torch.bool:
             parts.append(f"mask_dtype={self.mask_dtype}")
+        if self.device != "cpu":
+            parts.append(f"device={self.device!r}")
         return f"LossCase({', '.join(parts)})"
+
+    def on_device(self, device: str) -> LossCase:
+        return self if self.device == device else replace(self, device=device)
+
+
+def on_device(value: Any, device: str) -> Any:
+    """``value`` (an input record, or a tuple of them) with every ``LossCase`` in it made
+    on ``device``: a named edge case, written for the CPU, runs where the run's inputs do."""
+    if isinstance(value, LossCase):
+        return value.on_device(device)
+    if isinstance(value, tuple):
+        return tuple(on_device(v, device) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {
+            f.name: moved
+            for f in dataclasses.fields(value)
+            if f.init
+            and (moved := on_device(getattr(value, f.name), device)) is not getattr(value, f.name)
+        }
+        return replace(value, **changes) if changes else value
+    return value

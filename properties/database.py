@@ -1,10 +1,14 @@
 """Where failures are kept between runs: hypothesis's example database, one key per check.
 
 The minimal input of a failure is saved in the database under ``.hypothesis/examples`` in
-the working directory (or ``$HYPOTHESIS_STORAGE_DIRECTORY/examples``, hypothesis's own
-setting), under the key ``recon-spec <invariant id> <target>``, and tried before anything
-else on the next run of that invariant against that target, whatever that run's profile or
-seed: a failure a nightly run found keeps failing in CI until it is fixed, then is dropped.
+the working directory the run starts in (or ``$HYPOTHESIS_STORAGE_DIRECTORY/examples``,
+hypothesis's own setting), under the key ``recon-spec <invariant id> <target>`` (with
+`` on <device>`` for a device other than the CPU), and tried before anything else on the
+next run of that invariant against that target on that device, whatever that run's profile
+or seed: a failure a nightly run found keeps failing in CI until it is fixed, then is
+dropped. A saved input that the run's domain leaves out (a narrower ``--max-loss``, other
+``--dtypes``) is neither tried nor dropped; an entry that is not an input (a hand-edited
+file) is dropped.
 
 What is saved is the input itself, as JSON (``encode``): the same minimal input comes back,
 whatever hypothesis version or strategy reads it, and loading it runs no code (no pickle).
@@ -100,21 +104,45 @@ def encode(value: Any) -> bytes:
 
 
 def decode(data: bytes) -> Any:
-    """The input ``encode`` wrote (ValueError for anything else)."""
+    """The input ``encode`` wrote (ValueError for anything else: valid JSON that is not a
+    record of this suite, a record whose tensors cannot be made)."""
     try:
-        return _value(json.loads(data))
+        value = _value(json.loads(data))
     except (KeyError, TypeError, AttributeError, ImportError, json.JSONDecodeError) as error:
         raise ValueError(f"not a saved input: {error}") from error
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        raise ValueError(f"not a saved input: a {type(value).__name__}, not a record")
+    _check_cases(value)
+    return value
+
+
+def _check_cases(value: Any) -> None:
+    """ValueError unless every ``LossCase`` in ``value`` makes its tensors."""
+    from properties.cases import LossCase
+
+    if isinstance(value, LossCase):
+        try:
+            value.tensors()
+        except Exception as error:  # a hand-edited entry: any error of torch.tensor
+            raise ValueError(f"not a saved input: {type(error).__name__}: {error}") from error
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            _check_cases(item)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            _check_cases(getattr(value, f.name))
 
 
 class FailureStore:
     """The saved minimal failing inputs of one invariant against one target."""
 
-    def __init__(self, use_database: bool, invariant_id: str, target: str) -> None:
+    def __init__(self, use_database: bool, invariant_id: str, target: str, device: str = "cpu"):
         self.database: ExampleDatabase | None = None
         if use_database:
             self.database = DirectoryBasedExampleDatabase(storage_directory() / "examples")
-        self.key = f"recon-spec {invariant_id} {target}".encode()
+        # the inputs of a --device cuda run are made there: another run's are not theirs
+        on = "" if device == "cpu" else f" on {device}"
+        self.key = f"recon-spec {invariant_id} {target}{on}".encode()
 
     def load(self) -> list[Any]:
         """Every saved input that still reads back (others are dropped)."""
@@ -140,10 +168,11 @@ class FailureStore:
 
 @contextlib.contextmanager
 def run_storage(use_database: bool) -> Iterator[dict[str, str]]:
-    """The environment a run's worker processes get: with the database on, nothing changes;
-    without it, hypothesis's storage directory is a temporary one, removed afterwards."""
+    """The environment a run's worker processes get: with the database on, the storage
+    directory as an absolute path; without it, a temporary one, removed afterwards."""
     if use_database:
-        yield {}
+        # absolute: a target that changes the working directory must not move it
+        yield {STORAGE_VARIABLE: str(storage_directory().resolve())}
         return
     folder = tempfile.mkdtemp(prefix="recon-spec-")
     try:

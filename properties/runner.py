@@ -29,14 +29,14 @@ import traceback
 import unittest
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import hypothesis
 from hypothesis import Phase, example, given
 from hypothesis.errors import HypothesisException, UnsatisfiedAssumption
 
-from properties.cases import LossCase
+from properties.cases import LossCase, on_device
 from properties.database import FailureStore
 from properties.diagnosis import diagnose_violation
 from properties.escapes import TargetRaised
@@ -243,17 +243,22 @@ def run_invariant(
         return InvariantResult(invariant.id, "not checked", 0, 0.0, failure)
     start = time.perf_counter()
     used_seed = invariant_seed(invariant, seed, settings)
-    store = FailureStore(use_database, invariant.id, target)
+    store = FailureStore(use_database, invariant.id, target, domain.device)
     phases = set(settings.phases)
     saved = tuple(
         NamedInput(SAVED, "an earlier run saved it in the example database", value)
         for value in store.load()
     )
+    edge_cases = tuple(  # written for the CPU: made where the run's inputs are
+        replace(named, value=on_device(named.value, domain.device)) for named in invariant.examples
+    )
     explicit = tuple(
         named
-        for named in (*saved, *invariant.examples)
+        for named in (*saved, *edge_cases)
         if not isinstance(named.case, LossCase) or domain.admits(named.case)
     )
+    # a saved input this run's domain leaves out (--max-loss, --dtypes) is kept for another
+    saved = tuple(named for named in saved if any(named is e for e in explicit))
     attempts = _Attempts(invariant, implementation, observer, bound_shrinking)
     strategy = invariant.inputs(domain)
     derandomized = hypothesis.settings(settings, derandomize=True, database=None)

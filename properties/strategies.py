@@ -72,6 +72,7 @@ class Domain:
             batch <= self.max_batch
             and length <= self.max_length
             and case.dtype in self.dtypes
+            and case.device == self.device
             and case.config.token_weight_alpha <= self.max_alpha
             and all(v <= self.max_loss for v in values)
         )

@@ -346,6 +346,18 @@ def test_the_database_replays_a_saved_failure_first(tmp_path: Path) -> None:
     assert examples == 1  # the saved failure is tried first
 
 
+def test_the_database_stays_where_the_run_started_when_the_target_moves(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    args = (target("changes_directory.py"), "-i", "kappa-bounds", "--profile", "ci")
+    first = check(*args, cwd=tmp_path, MOVE_TO=str(elsewhere))
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert any(p.is_file() for p in (tmp_path / ".hypothesis" / "examples").rglob("*"))
+    assert list(elsewhere.iterdir()) == []
+    again = check(*args, cwd=tmp_path, MOVE_TO=str(elsewhere))
+    assert "replayed from the example database" in again.stdout
+
+
 def test_no_database_writes_nothing_at_all(tmp_path: Path) -> None:
     done = check(
         "properties.zoo.wrong:kappa_ratio_of_means",

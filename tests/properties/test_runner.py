@@ -7,19 +7,21 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import settings
 
+from properties.cases import LossCase
 from properties.database import FailureStore, decode, encode
 from properties.invariant import Invariant
 from properties.invariants import by_id
 from properties.invariants.edge_cases import EDGE_CASES
 from properties.profiles import profile_settings
 from properties.runner import BOUNDED_SHRINK_CALLS, SAVED, run_invariant
-from properties.strategies import loss_cases
+from properties.strategies import Domain, loss_cases
 from properties.zoo import wrong
 from recon_impl import reconstruction_losses
 
@@ -126,6 +128,62 @@ def test_an_unreadable_saved_entry_is_dropped(in_folder) -> None:
     store.database.save(store.key, b"garbage")
     assert store.load() == []
     assert list(store.database.fetch(store.key)) == []
+
+
+@pytest.mark.parametrize("entry", [b'"x"', b"[1, 2]", b"null", b'{"tuple": []}'])
+def test_a_saved_entry_that_is_valid_json_but_no_input_is_dropped(in_folder, entry) -> None:
+    invariant, target = by_id("kappa-bounds"), "t"
+    store = FailureStore(True, invariant.id, target)
+    store.database.save(store.key, entry)
+    result = run_invariant(
+        invariant, reconstruction_losses, target=target, settings=DEV, use_database=True
+    )
+    assert result.status == "passed", result.failure and result.failure.message
+    assert list(store.database.fetch(store.key)) == []
+
+
+def test_a_saved_case_whose_tensors_cannot_be_made_is_dropped(in_folder) -> None:
+    store = FailureStore(True, "kappa-bounds", "t")
+    ragged = LossCase(token_nll=[[1.0, 2.0]], zfree_token_nll=[[1.0]], mask=[[True, True]])
+    store.database.save(store.key, encode(ragged))
+    assert store.load() == []
+
+
+def test_saved_inputs_are_kept_per_device_and_shown_with_it(in_folder) -> None:
+    invariant, target = by_id("kappa-bounds"), "t"
+    assert (
+        FailureStore(True, invariant.id, target, "cuda").key
+        != FailureStore(True, invariant.id, target).key
+    )
+    # a GPU run's input under the CPU key (an older database): not tried on the CPU, kept
+    on_gpu = replace(EDGE_CASES["single-token-rows"].case, device="cuda")
+    assert "device='cuda'" in repr(on_gpu)
+    store = FailureStore(True, invariant.id, target)
+    store.database.save(store.key, encode(on_gpu))
+    result = run_invariant(
+        invariant, reconstruction_losses, target=target, settings=DEV, use_database=True
+    )
+    assert result.status == "passed", result.failure and result.failure.message
+
+
+def test_a_saved_input_outside_the_domain_is_kept_for_a_wider_run(in_folder) -> None:
+    invariant, target = by_id("kappa-bounds"), "properties.zoo.wrong:kappa_ratio_of_means"
+    found = run_invariant(
+        invariant, wrong.kappa_ratio_of_means, target=target, settings=CI, use_database=True
+    )
+    store = FailureStore(True, invariant.id, target)
+    (saved,) = store.load()
+    narrow = Domain(dtypes=tuple({torch.float64, torch.float32} - {saved.dtype}))
+    fixed = run_invariant(
+        invariant,
+        reconstruction_losses,
+        target=target,
+        settings=DEV,
+        domain=narrow,
+        use_database=True,
+    )
+    assert found.status == "failed" and fixed.status == "passed"
+    assert [repr(v) for v in store.load()] == [repr(saved)]
 
 
 def test_a_bounded_shrink_stops_early_and_says_so() -> None:

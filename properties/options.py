@@ -22,6 +22,10 @@ DEFAULT_CALL_TIMEOUT = 120.0
 #: the largest loss the strategies may draw: the whole domain MATH.md promises (b up to
 #: 1e4, where every exact output is representable in float32); --max-loss only narrows it
 LARGEST_MAX_LOSS = 1e4
+#: positive losses are drawn no smaller than this (smaller ones become 0): then
+#: l / bbar <= 1e4 * 8 / 1e-30 stays far inside float32, as must every exact output. It is
+#: the least --max-loss too: a smaller one would leave only zero losses to draw.
+MIN_POSITIVE_LOSS = 1e-30
 
 
 def _number(text: str) -> float:
@@ -48,6 +52,11 @@ def positive_finite_float(text: str) -> float:
 
 def max_loss(text: str) -> float:
     value = positive_finite_float(text)
+    if value < MIN_POSITIVE_LOSS:
+        raise argparse.ArgumentTypeError(
+            f"must be at least {MIN_POSITIVE_LOSS:g} (the smallest positive loss the "
+            f"strategies draw), got {text}"
+        )
     if value > LARGEST_MAX_LOSS:
         raise argparse.ArgumentTypeError(
             f"must be at most {LARGEST_MAX_LOSS:g} (the domain MATH.md promises; the option "
@@ -134,7 +143,8 @@ RUN_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
         dict(
             type=max_loss,
             default=LARGEST_MAX_LOSS,
-            help=f"largest loss value drawn, at most {LARGEST_MAX_LOSS:g} (the default)",
+            help=f"largest loss value drawn, from {MIN_POSITIVE_LOSS:g} to {LARGEST_MAX_LOSS:g} "
+            "(the default)",
         ),
     ),
     (

@@ -285,7 +285,8 @@ def run_invariant(
         if found is not None:
             error = found
             ended = isinstance(found, _TargetEnded)
-            if not ended and not _bounded(attempts) and Phase.shrink in phases:
+            shown = attempts.last is not None  # None: hypothesis failed before a draw
+            if shown and not ended and not _bounded(attempts) and Phase.shrink in phases:
                 store.save(attempts.last[1])  # minimal: tried first on the next run
             # A smaller input that fails the same way makes the edge case redundant; one
             # that fails another way leaves it a second finding worth a line.

@@ -18,6 +18,7 @@ import torch
 from hypothesis import strategies as st
 
 from properties.cases import LossCase, MaskRows, Rows, round_to
+from properties.options import LARGEST_MAX_LOSS, MIN_POSITIVE_LOSS
 from recon_impl import ReconstructionLossConfig
 from spec.terms import WEIGHT_FIELDS
 
@@ -52,7 +53,7 @@ class Domain:
 
     max_batch: int = 8
     max_length: int = 8
-    max_loss: float = 1e4
+    max_loss: float = LARGEST_MAX_LOSS
     #: the largest alpha the implementation is meant for: any finite one by default
     max_alpha: float = math.inf
     dtypes: tuple[torch.dtype, ...] = ALL_DTYPES
@@ -122,17 +123,19 @@ def masks(draw: st.DrawFn, batch: int, length: int) -> MaskRows:
 @cache
 def simple_losses(max_loss: float = DEFAULT_DOMAIN.max_loss) -> st.SearchStrategy[float]:
     """Values that tie and sit at the edges: 1, 0, 2, 1/2, 3, tiny, and the largest."""
-    return st.sampled_from([1.0, 0.0, 2.0, 0.5, 3.0, 1e-30, 1e-6, max_loss])
+    edges = [1.0, 0.0, 2.0, 0.5, 3.0, MIN_POSITIVE_LOSS, 1e-6, max_loss]
+    return st.sampled_from([v for v in edges if v <= max_loss])  # inside a narrowed domain
 
 
-#: positive losses are drawn no smaller than this (smaller ones become 0): then
-#: l / bbar <= 1e4 * 8 / 1e-30 stays far inside float32, as must every exact output.
-MIN_POSITIVE_LOSS = 1e-30
 
-
-def _representable_loss(dtype: torch.dtype, value: float) -> float:
-    value = round_to(dtype, value)
-    return value if value >= MIN_POSITIVE_LOSS else 0.0
+def _representable_loss(dtype: torch.dtype, value: float, max_loss: float = math.inf) -> float:
+    """``value`` held exactly by ``dtype`` (rounded down where rounding would pass
+    ``max_loss``), 0 below ``MIN_POSITIVE_LOSS``."""
+    rounded = round_to(dtype, value)
+    while rounded > max_loss:  # two steps at most: one ulp of the coarsest dtype is 2**-8
+        value = min(value, rounded) * (1 - 2.0**-9)
+        rounded = round_to(dtype, value)
+    return rounded if rounded >= MIN_POSITIVE_LOSS else 0.0
 
 
 _PADDING = st.sampled_from(PADDING_VALUES)
@@ -183,7 +186,7 @@ def loss_rows(
             values = draw(_loss_list(style, max_loss, len(mask_row)))
         rows.append(
             tuple(
-                _representable_loss(dtype, v) if valid else junk
+                _representable_loss(dtype, v, max_loss) if valid else junk
                 for v, valid in zip(values, mask_row, strict=True)
             )
         )
@@ -240,7 +243,7 @@ def epsilons(max_loss: float = DEFAULT_DOMAIN.max_loss) -> st.SearchStrategy[flo
     """epsilon >= 0: the default, 0, and values up to larger than every loss."""
     return st.one_of(
         st.sampled_from([MIN_POSITIVE_EPSILON, 0.0, 1.0]),
-        st.floats(MIN_POSITIVE_EPSILON, 10.0 * max_loss),
+        st.floats(MIN_POSITIVE_EPSILON, max(10.0 * max_loss, 1.0)),
     )
 
 

@@ -249,6 +249,8 @@ def test_workers_die_with_the_checking_process(tmp_path: Path, how: signal.Signa
         ("--max-loss", "1e400"),
         ("--max-loss", "-1"),
         ("--max-loss", "1e5"),
+        ("--max-loss", "1e-31"),
+        ("--max-loss", "nan"),
         ("--max-alpha", "0"),
         ("--dtypes", "float8"),
         ("--dtypes", ""),

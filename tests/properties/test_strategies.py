@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 from hypothesis import HealthCheck, find, given, settings
+from hypothesis import strategies as st
 
 import spec
 from properties.cases import LossCase, round_to
@@ -203,3 +204,40 @@ def test_scaled_surprisals_stay_inside_the_domain(drawn) -> None:
         if ok
     ]
     assert all(v == 0 or MIN_POSITIVE_LOSS <= v <= 1e4 for v in scaled)
+
+
+#: the narrowest domains the run options allow: the least --max-loss and --max-alpha, one dtype
+NARROWEST = {
+    "least-loss-float16": Domain(
+        max_loss=MIN_POSITIVE_LOSS, max_alpha=math.ulp(0.0), dtypes=(torch.float16,)
+    ),
+    "least-loss": Domain(max_loss=MIN_POSITIVE_LOSS, max_alpha=1e-300),
+    "loss-below-the-least-epsilon": Domain(max_loss=MIN_POSITIVE_EPSILON / 10),
+}
+
+
+@pytest.mark.parametrize("domain", NARROWEST.values(), ids=NARROWEST)
+def test_every_invariant_draws_and_holds_in_the_narrowest_domains_the_options_allow(
+    domain: Domain,
+) -> None:
+    import recon_impl
+    from properties import api, invariants
+    from properties.profiles import profile_settings
+    from properties.runner import run_invariant
+
+    few = settings(profile_settings("ci"), max_examples=5)
+    for invariant in (*invariants.INVARIANTS, *api.INVARIANTS):
+        target = recon_impl if invariant in api.INVARIANTS else recon_impl.reconstruction_losses
+        result = run_invariant(invariant, target, target="recon_impl", settings=few, domain=domain)
+        message = result.failure.message if result.failure else ""
+        assert result.status in ("passed", "not applicable"), f"{invariant.id}: {message}"
+
+
+@settings(SOME)
+@given(st.data())
+def test_drawn_losses_stay_inside_a_narrowed_domain(data: st.DataObject) -> None:
+    # the edge values 1, 2, 3 of simple_losses once lay outside --max-loss 0.5
+    max_loss = data.draw(st.sampled_from([0.5, 2.5, MIN_POSITIVE_EPSILON / 10, MIN_POSITIVE_LOSS]))
+    case = data.draw(loss_cases(Domain(max_loss=max_loss)))
+    values = valid_values(case, case.token_nll) + valid_values(case, case.zfree_token_nll)
+    assert all(0 <= v <= max_loss for v in values), (max_loss, case)

@@ -11,17 +11,21 @@ Exit status of ``check`` and ``check-api``:
   the five names that an invariant needs and ``--skip`` does not leave out (an API
   module), its process died or a call timed out during an invariant, no selected
   invariant applies to the chosen domain, an option is bad (a usage error), the run was
-  interrupted, or its output went to a closed pipe. 2 wins over 1: a run that could not
+  interrupted (Ctrl-C, at any point of the run, start-up included) or terminated
+  (SIGTERM), or its output went to a closed pipe. 2 wins over 1: a run that could not
   check everything says so.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 USAGE_OR_UNCHECKED = 2
@@ -307,17 +311,43 @@ def _quiet_stdout() -> None:
         pass
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+class _Terminated(BaseException):
+    """SIGTERM (CI cancelling a job, ``timeout``): unwinds like Ctrl-C, so that the run's
+    workers end and its temporary folder is removed."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        status = args.run(args)
-        sys.stdout.flush()
-        return status
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        with _sigterm_unwinds():
+            # parsing is part of the run: it imports the spec (and torch, for --device)
+            args = build_parser().parse_args(argv)
+            status = args.run(args)
+            sys.stdout.flush()
+            return status
     except BrokenPipeError:  # `recon-spec check | head -1`: end quietly
         _quiet_stdout()
         return USAGE_OR_UNCHECKED
     except KeyboardInterrupt:
         print("\nrecon-spec: interrupted", file=sys.stderr)
+        return USAGE_OR_UNCHECKED
+    except _Terminated:
+        print("\nrecon-spec: terminated (SIGTERM)", file=sys.stderr)
         return USAGE_OR_UNCHECKED
 
 

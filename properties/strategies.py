@@ -127,7 +127,6 @@ def simple_losses(max_loss: float = DEFAULT_DOMAIN.max_loss) -> st.SearchStrateg
     return st.sampled_from([v for v in edges if v <= max_loss])  # inside a narrowed domain
 
 
-
 def _representable_loss(dtype: torch.dtype, value: float, max_loss: float = math.inf) -> float:
     """``value`` held exactly by ``dtype`` (rounded down where rounding would pass
     ``max_loss``), 0 below ``MIN_POSITIVE_LOSS``."""

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import signal
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -32,6 +34,30 @@ from properties.worker import WorkRequest, main
 
 #: how long a worker may take to start, load the target and make its first call
 LOAD_TIMEOUT_FLOOR = 120.0
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _start_resource_tracker_quietly() -> None:
+    """Start multiprocessing's resource tracker (every spawned process registers with it)
+    with its stdout and stderr on /dev/null: it lives as long as any process holds its
+    pipe, a target's long-lived child included, and must not keep ``recon-spec check |
+    cat`` waiting on a pipe it never writes to."""
+    from multiprocessing import resource_tracker
+
+    saved = [os.dup(1), os.dup(2)]
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        resource_tracker.ensure_running()  # nothing to do once it runs
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, devnull):
+            os.close(fd)
 
 
 class TargetUnusable(Exception):
@@ -95,6 +121,7 @@ class Supervisor:
     # --- lifecycle ------------------------------------------------------------------------
 
     def _start_worker(self) -> _Worker:
+        _start_resource_tracker_quietly()
         ours, theirs = self._context.Pipe()
         watch, lifeline = self._context.Pipe(duplex=False)
         process = self._context.Process(
@@ -111,7 +138,14 @@ class Supervisor:
             name="recon-spec-worker",
             daemon=True,
         )
-        process.start()
+        # Ctrl-C is the supervisor's to handle: ignored from the worker's first instruction
+        # (an ignored signal stays ignored across exec), not only once its main() runs
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _in_main_thread() else None
+        try:
+            process.start()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
         theirs.close()
         watch.close()
         worker = _Worker(process, ours, lifeline, time.monotonic())
@@ -121,6 +155,10 @@ class Supervisor:
     def _end(self, worker: _Worker) -> None:
         if worker in self.workers:
             self.workers.remove(worker)
+        # the worker leads a process group (worker.main): what the target started in it
+        # (a data loader's child, a daemon) ends with it, and so releases the run's output
+        with contextlib.suppress(OSError):
+            os.killpg(worker.process.pid, signal.SIGKILL)
         if worker.process.is_alive():
             worker.process.kill()
         worker.process.join(5)

@@ -137,6 +137,8 @@ def main(
     """The worker's life: load (and, for a stack, check on a plain input), then run
     requests until told to stop."""
     _die_with(lifeline)
+    with contextlib.suppress(OSError):  # a group of its own: the supervisor ends it whole
+        os.setpgid(0, 0)
     os.environ.update(environment)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
     os.dup2(2, 1)  # what the target prints goes to stderr: stdout carries the report

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -237,6 +238,112 @@ def test_workers_die_with_the_checking_process(tmp_path: Path, how: signal.Signa
     finally:
         parent.kill()
         parent.wait()
+
+
+def _start(*args: str, tmp: Path, **environment: str) -> subprocess.Popen:
+    """``recon-spec ARGS`` in a session of its own (a terminal's Ctrl-C reaches the whole
+    group), its temporary folders under ``tmp``."""
+    tmp.mkdir(exist_ok=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "properties.cli", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp), **environment},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for(condition, what: str, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} never happened"
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_ends_the_run_with_2_and_removes_its_temporary_folder(tmp_path: Path) -> None:
+    marker, tmp = tmp_path / "hanging", tmp_path / "tmp"
+    run = _start(
+        "check",
+        target("hangs.py"),
+        *ALPHA_ZERO_AND_HUGE,
+        "--no-database",
+        "-j",
+        "1",
+        tmp=tmp,
+        HANG_MARKER=str(marker),
+    )
+    try:
+        _wait_for(marker.exists, "the hanging call")
+        assert list(tmp.glob("recon-spec-*")), "the run made no temporary folder"
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode == 2, out + err
+    assert "terminated (SIGTERM)" in err and "Traceback" not in err
+    assert list(tmp.iterdir()) == []
+
+
+def _spawned_workers(pid: int) -> list[int]:
+    """The descendants that run multiprocessing's spawn_main (the resource tracker aside)."""
+    found = []
+    for child in _descendants(pid):
+        with contextlib.suppress(OSError):
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(child)
+    return found
+
+
+def _loaded(pid: int, library: str) -> bool:
+    with contextlib.suppress(OSError):
+        return library in Path(f"/proc/{pid}/maps").read_text()
+    return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("when", ["loading torch", "starting workers"])
+def test_ctrl_c_during_start_up_exits_2_without_a_traceback(tmp_path: Path, when: str) -> None:
+    run = _start("check", "-i", "kappa-bounds", "--no-database", tmp=tmp_path / "tmp")
+    try:
+        if when == "loading torch":  # the parent imports torch while it parses the options
+            _wait_for(lambda: _loaded(run.pid, "libtorch"), "loading torch")
+        else:
+            _wait_for(lambda: _spawned_workers(run.pid), "a worker")
+        os.killpg(run.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        out, err = run.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 2, out + err
+    assert "interrupted" in err and "Traceback" not in err, err
+    assert " passed" not in out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_run_ends_with_its_verdict_when_the_target_leaves_a_child(tmp_path: Path) -> None:
+    # `recon-spec check | cat`: the reader waits for every holder of the pipe to close it
+    pids = tmp_path / "children"
+    start = time.monotonic()
+    args = ("-i", "kappa-bounds", "--max-examples", "5", "--no-database")
+    done = subprocess.run(
+        [sys.executable, "-m", "properties.cli", "check", target("forks_a_child.py"), *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CHILD_SECONDS": "120"}
+        | {"CHILD_PID_FILE": str(pids)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert time.monotonic() - start < 100, "the pipe stayed open after the verdict"
+    children = [int(pid) for pid in pids.read_text().split()]
+    assert children, "the target started no child"
+    for pid in children:  # ended with its worker's process group
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().split()[2] == "Z", f"child {pid} lives on"
 
 
 @pytest.mark.parametrize(

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import math
-from numbers import Real
-
 import torch
 from torch import Tensor
 
 from recon_impl.batch_decomposition import kept_example_count, weighted_shard_losses
-from recon_impl.config import DisentanglementLossConfig
+from recon_impl.config import DisentanglementLossConfig, finite_float
 from recon_impl.reconstruction import RECONSTRUCTION_LOSS_NAMES, reconstruction_losses
 
 __all__ = [
@@ -153,8 +150,7 @@ def compute_total_loss(
                 total_loss = total_loss + weights[name] * term
         return {**reconstruction, **given, "total_loss": total_loss}
 
-    if isinstance(weight, bool) or not isinstance(weight, Real) or not math.isfinite(weight):
-        raise ValueError(f"weight must be a finite real number, got {weight!r}")
+    weight = finite_float("weight", weight)  # 10**400 too: math.isfinite would overflow
     if weight < 0:
         raise ValueError(f"weight must be >= 0, got {weight!r}")
     reconstruction = weighted_shard_losses(

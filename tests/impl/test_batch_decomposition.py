@@ -203,7 +203,13 @@ def test_a_shard_without_kept_examples_still_checks_its_tensors() -> None:
 
 @pytest.mark.parametrize(
     ("weight", "pattern"),
-    [(-0.5, r"weight must be >= 0"), (math.nan, r"finite"), (True, r"real"), ("1", r"real")],
+    [
+        (-0.5, r"weight must be >= 0"),
+        (math.nan, r"finite"),
+        (10**400, r"weight must be finite"),
+        (True, r"real"),
+        ("1", r"real"),
+    ],
 )
 def test_bad_weight(weight, pattern: str) -> None:
     l, b, mask = shards(0)[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy
 import pytest
 import torch
 
@@ -154,7 +155,15 @@ def test_a_weighted_shard_without_a_valid_token_contributes_exactly_nothing() ->
 
 @pytest.mark.parametrize(
     ("weight", "pattern"),
-    [(-0.5, r"weight must be >= 0"), (math.inf, r"finite"), (True, r"real"), ("1", r"real")],
+    [
+        (-0.5, r"weight must be >= 0"),
+        (math.inf, r"finite"),
+        (10**400, r"weight must be finite"),  # float() overflows: still a ValueError
+        (True, r"real"),
+        (numpy.True_, r"real"),
+        (torch.tensor(0.5), r"real"),
+        ("1", r"real"),
+    ],
 )
 def test_bad_shard_weight(weight, pattern: str) -> None:
     with pytest.raises(ValueError, match=pattern):

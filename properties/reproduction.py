@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from properties.cases import DTYPE_NAMES, LossCase, format_config, format_rows
-from properties.target import Call, is_file_target
+from properties.target import Call, is_file_target, split_target
 
 
 def import_lines(target: str) -> list[str]:
     """Lines that bind the target to ``impl``."""
-    module, _, attribute = target.partition(":")
+    module, _, attribute = split_target(target)
     if is_file_target(module):
         return [
             "import importlib.util",

@@ -69,10 +69,16 @@ def target_name(given: str | None, environment: Mapping[str, str] = os.environ) 
             )
     if not given.strip():
         raise TargetLoadError("the target is an empty name: give MODULE:CALLABLE")
-    module_name, sep, attribute = given.partition(":")
+    module_name, sep, attribute = split_target(given)
     if not sep or not module_name.strip() or not attribute.strip():
         raise TargetLoadError(f"target must look like MODULE:CALLABLE, got {given!r}")
     return given
+
+
+def split_target(name: str) -> tuple[str, str, str]:
+    """``(module, ":", callable)`` of ``MODULE:CALLABLE``, split at the last colon: a file
+    path may hold colons (``runs/2026-12-02T10:00/adapter.py:losses``), a callable never."""
+    return name.rpartition(":") if ":" in name else (name, "", "")
 
 
 def is_file_target(module_name: str) -> bool:
@@ -127,7 +133,7 @@ def load_target(name: str | None = None) -> tuple[str, Implementation]:
     Runs the target's module: call it in a worker process, never in the one that reports.
     """
     name = target_name(name)
-    module_name, _, attribute = name.partition(":")
+    module_name, _, attribute = split_target(name)
     value: Any = import_module_named(module_name)
     for part in attribute.split("."):
         if not hasattr(value, part):

@@ -92,6 +92,21 @@ def test_file_path_targets_and_parallel_workers(tmp_path: Path) -> None:
     assert "3 passed" in done.stdout
 
 
+def test_a_file_target_in_a_folder_with_colons_is_split_at_its_last_colon(tmp_path: Path) -> None:
+    folder = tmp_path / "run:2026-12-02T10:00"
+    folder.mkdir()
+    (folder / "mine.py").write_text("from properties.zoo.wrong import kappa_ratio_of_means\n")
+    done = check(
+        f"{folder / 'mine.py'}:kappa_ratio_of_means", "-i", "kappa-bounds", "--no-database"
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED kappa-bounds" in done.stdout
+    assert f"spec_from_file_location('target', {str(folder / 'mine.py')!r})" in done.stdout
+    (folder / "api.py").write_text("from recon_impl import *  # noqa: F403\n")
+    api = run_cli("check-api", str(folder / "api.py"), "-i", "config-fields", "--no-database")
+    assert api.returncode == 0, api.stdout + api.stderr
+
+
 @pytest.mark.parametrize("name", ["random", "torch"])
 def test_file_targets_named_like_standard_modules_do_not_replace_them(name: str) -> None:
     done = check(

@@ -216,6 +216,8 @@ class Observed:
     values: dict[str, float]
     token_nll_grad: torch.Tensor | None = None
     zfree_grad: torch.Tensor | None = None
+    #: the keys of the result beyond the eight (outputs-contract rejects them)
+    extra: tuple[str, ...] = ()
 
 
 @dataclass
@@ -266,7 +268,9 @@ class Probe:
             zfree.requires_grad_()
         call = Call(case, token_nll_requires_grad, zfree_requires_grad, backward_of)
         with self._calling(call):
-            outputs = check_outputs(self.implementation(token_nll, zfree, mask, case.config), case)
+            returned = self.implementation(token_nll, zfree, mask, case.config)
+            outputs = check_outputs(returned, case)
+            extra = tuple(str(key) for key in returned if key not in outputs)
             call.values = {name: float(value.detach()) for name, value in outputs.items()}
             if backward_of is not None:
                 if not outputs[backward_of].requires_grad:
@@ -274,7 +278,9 @@ class Probe:
                         f"{backward_of} does not require grad: it is not differentiable"
                     )
                 outputs[backward_of].backward()
-        return Observed(outputs, (token_nll, zfree, mask), call.values, token_nll.grad, zfree.grad)
+        return Observed(
+            outputs, (token_nll, zfree, mask), call.values, token_nll.grad, zfree.grad, extra
+        )
 
     def values(self, case: LossCase) -> dict[str, float]:
         """The eight outputs as Python floats."""

@@ -22,9 +22,15 @@ def _result_dtype(case: LossCase) -> torch.dtype:
 
 
 def check_outputs_contract(probe: Probe, case: LossCase) -> None:
-    outputs = probe.call(case, token_nll_requires_grad=True).outputs
+    seen = probe.call(case, token_nll_requires_grad=True)
+    outputs = seen.outputs
     expected_dtype = _result_dtype(case)
     problems = []
+    if seen.extra:
+        problems.append(
+            f"the result has keys beyond the eight: {', '.join(seen.extra)} (exactly the "
+            "eight are returned; token_weight_alpha is run metadata, never an entry)"
+        )
     for name in ALL_NAMES:
         value = outputs[name]
         if value.dtype != expected_dtype:
@@ -126,8 +132,8 @@ INVARIANTS = (
     Invariant(
         id="outputs-contract",
         group="contract",
-        statement="all eight names are 0-dim tensors on the inputs' device, in float32 or "
-        "better (float32/float64 inputs keep their dtype); the total is differentiable",
+        statement="exactly the eight names, 0-dim tensors on the inputs' device, in float32 "
+        "or better (float32/float64 inputs keep their dtype); the total is differentiable",
         spec_refs=("MATH.md#contract-of-an-implementation",),
         strategy=lambda domain: loss_cases(domain),
         check=check_outputs_contract,

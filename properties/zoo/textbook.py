@@ -43,6 +43,7 @@ MISTAKES: dict[str, str] = {
     "right-padding-assumed": "the valid tokens are taken to be the first n_i positions of each "
     "row, as if all padding were on the right",
     "kappa-with-epsilon": "kappa divides by bbar + eps, the R_ex denominator, instead of bbar",
+    "alpha-in-result": "token_weight_alpha is returned beside the eight, for logging",
     "terms-detached": "the five terms are returned detached (logged numbers); only the total "
     "keeps its graph",
 }
@@ -179,7 +180,9 @@ def textbook_losses(
         total = total + config.normalized_concentration_corrected_token_weighted_weight * cc
     if mistake == "terms-detached":
         raw, dist, ex, tok, cc = (x.detach() for x in (raw, dist, ex, tok, cc))
+    extra = {"token_weight_alpha": torch.tensor(alpha)} if mistake == "alpha-in-result" else {}
     return {
+        **extra,
         RAW.name: raw,
         DIST.name: dist,
         EX.name: ex,

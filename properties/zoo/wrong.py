@@ -14,7 +14,10 @@ from properties.zoo.textbook import MISTAKES, textbook_losses
 
 WRONG_IMPLEMENTATIONS: dict[str, str] = {}
 #: wrong implementation -> the invariant that names its mistake (beyond the witnesses)
-NAMED_BY: dict[str, str] = {"terms_detached": "output-gradients"}
+NAMED_BY: dict[str, str] = {
+    "terms_detached": "output-gradients",
+    "alpha_in_result": "outputs-contract",
+}
 
 
 def _wrong(mistake: str):
@@ -59,6 +62,7 @@ lengths_from_first_row = _wrong("lengths-from-first-row")
 right_padding_assumed = _wrong("right-padding-assumed")
 kappa_with_epsilon = _wrong("kappa-with-epsilon")
 terms_detached = _wrong("terms-detached")
+alpha_in_result = _wrong("alpha-in-result")
 
 fused_total_weights_only = _fused("total-weights-only")
 fused_term_gradient_scaled = _fused("term-gradient-scaled")

@@ -68,13 +68,14 @@ def test_a_gradient_witness_is_rejected_by_its_invariant_alone(invariant_id: str
 
 
 @pytest.mark.parametrize(("name", "invariant_id"), sorted(wrong.NAMED_BY.items()))
-def test_each_gradient_slip_is_rejected_by_the_invariant_that_names_it(
+def test_each_named_mistake_is_rejected_by_the_invariant_that_names_it(
     name: str, invariant_id: str
 ) -> None:
     result = run_invariant(by_id(invariant_id), getattr(wrong, name), target=name, settings=REJECT)
     assert result.status == "failed", f"{invariant_id} does not reject {name}"
-    # the report names the output whose gradient is wrong
-    assert any(output in result.failure.message for output in LOSS_NAMES), result.failure.message
+    # the report names the output that is wrong (or the key that should not be there)
+    named = (*LOSS_NAMES, "token_weight_alpha")
+    assert any(output in result.failure.message for output in named), result.failure.message
 
 
 def test_a_bad_tensor_error_must_say_its_rule_not_only_the_argument() -> None:

@@ -14,7 +14,7 @@ import torch
 from hypothesis import strategies as st
 
 from properties.api.invariant import ApiInvariant
-from properties.api.probe import ApiProbe, Build, literal, same_value, short
+from properties.api.probe import ApiProbe, Build, literal, qualified, same_value, short
 from properties.api.strategies import (
     Assignment,
     ConfigValues,
@@ -44,12 +44,21 @@ def _violation(message: str, drawn: Any, *failing: str) -> InvariantViolation:
 
 
 def _is_default_nested(probe: ApiProbe, value: Any) -> str | None:
-    """Why ``value`` is not a default ``ReconstructionLossConfig`` of the module (or None)."""
+    """Why ``value`` is not a default ``ReconstructionLossConfig`` of the module (or None).
+
+    Field by field, not with ``==``: a config declared with ``eq=False`` compares by
+    identity, and equality is no part of the seed's contract (API.md, "Config")."""
     nested_class = probe.attribute(RECONSTRUCTION_CONFIG)
     if not isinstance(value, nested_class):
-        return f"a {type(value).__name__}, not the module's {RECONSTRUCTION_CONFIG}"
-    if value != nested_class():
-        return f"{value!r}, not {RECONSTRUCTION_CONFIG}()"
+        return f"a {qualified(type(value))}, not the module's {RECONSTRUCTION_CONFIG}"
+    default = nested_class()
+    differing = [
+        f"{f.name}={literal(getattr(value, f.name))}"
+        for f in dataclasses.fields(nested_class)
+        if not same_value(getattr(value, f.name), getattr(default, f.name))
+    ]
+    if differing:
+        return f"a {RECONSTRUCTION_CONFIG} with {', '.join(differing)}, not the default"
     return None
 
 

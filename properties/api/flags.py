@@ -14,7 +14,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from properties.api.invariant import ApiInvariant
-from properties.api.probe import ApiProbe, Parsed, literal, same_value, short
+from properties.api.probe import ApiProbe, Parsed, literal, qualified, same_value, short
 from properties.api.strategies import (
     REMOVED_SUFFIXES,
     FlagValue,
@@ -124,8 +124,8 @@ def check_defaults(probe: ApiProbe, drawn: Fixed) -> None:
     nested_class = probe.attribute(RECONSTRUCTION_CONFIG)
     if not isinstance(config, nested_class):
         raise _violation(
-            f"{CONFIG_FROM_ARGS} returned a {type(config).__name__}, not the module's "
-            f"{RECONSTRUCTION_CONFIG}",
+            f"{CONFIG_FROM_ARGS} returned a {qualified(type(config))}, not the module's "
+            f"{RECONSTRUCTION_CONFIG} ({qualified(nested_class)})",
             drawn,
             "flags",
         )

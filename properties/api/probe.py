@@ -136,6 +136,12 @@ def literal(value: Any) -> str:
     return repr(value)
 
 
+def qualified(kind: type) -> str:
+    """``recon_impl.config.ReconstructionLossConfig``: a class by its module and name (two
+    classes of one name are told apart)."""
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
 def short(text: str, limit: int = 200) -> str:
     """The first line of ``text``, cut to ``limit`` characters."""
     line = text.strip().splitlines()[0] if text.strip() else ""

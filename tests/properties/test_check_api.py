@@ -154,3 +154,10 @@ def test_the_pytest_form_checks_an_api_module_with_the_same_verdicts() -> None:
     assert "1 passed, 1 skipped" in skipped.stdout
     empty = conformance("--recon-api", "", "-k", "flags-exist")
     assert empty.returncode == 2 and "empty" in empty.stdout
+
+
+def test_configs_that_compare_by_identity_pass_the_config_and_flags_groups() -> None:
+    # @dataclass(frozen=True, eq=False): equality is no part of the seed's contract
+    module = str(TARGETS / "api_identity_equality.py")
+    done = check_api(module, "-i", "config", "-i", "flags", "--no-database")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

@@ -39,6 +39,7 @@ Example (gradient accumulation over two micro-batches):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 from typing import Any
 
 import torch
@@ -65,6 +66,21 @@ def kept_example_count(mask: Tensor) -> int:
     return int(as_bool_mask(mask).any(dim=1).sum())
 
 
+def _integer_count(name: str, count: Any) -> int:
+    """``count`` as an int: any integer scalar (Python's, numpy's, a 0-dim integer tensor);
+    not a bool, a float or a float tensor, even 2.0: ``int()`` would truncate 2.7 to 2."""
+    if isinstance(count, Tensor):
+        integer = not (count.is_floating_point() or count.is_complex() or count.dtype == torch.bool)
+        if count.dim() == 0 and integer:
+            return int(count)
+        kind = f"a {count.dtype} tensor of shape {tuple(count.shape)}"
+    elif isinstance(count, Integral) and not isinstance(count, bool):
+        return int(count)
+    else:
+        kind = f"{type(count).__name__} {count!r}"
+    raise ValueError(f"{name} must be an integer (a count of examples), got {kind}")
+
+
 def shard_weights(kept_counts: Sequence[int], *, group: Any = None) -> list[float]:
     """The weight ``B'_k / sum_j B'_j`` of each shard, from its kept-example count.
 
@@ -81,12 +97,8 @@ def shard_weights(kept_counts: Sequence[int], *, group: Any = None) -> list[floa
             keeps an example. When distributed, every rank raises after the all-reduce.
     """
     counts = []
-    for index, count in enumerate(kept_counts):
-        if isinstance(count, bool) or not isinstance(count, (int, Tensor)):
-            raise ValueError(
-                f"kept_counts[{index}] must be an integer, got {type(count).__name__} {count!r}"
-            )
-        count = int(count)
+    for index, given in enumerate(kept_counts):
+        count = _integer_count(f"kept_counts[{index}]", given)
         if count < 0:
             raise ValueError(f"kept_counts[{index}] must be >= 0, got {count}")
         counts.append(count)

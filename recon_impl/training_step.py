@@ -117,7 +117,7 @@ class TrainingStep:
         self.loss_scale = self.world_size if ranks_average_gradients else 1
         self._given = 0
         self._sums: Tensor | None = None  # float64: the values in TOTAL_LOSS_NAMES order
-        self._present: set[str] = set()
+        self._present: frozenset[str] = frozenset()  # the terms each micro-batch gives
 
     def gradient_sync(self, model: torch.nn.Module) -> AbstractContextManager[Any]:
         """``model.no_sync()`` for every micro-batch but this rank's last, so that the
@@ -148,7 +148,8 @@ class TrainingStep:
         Raises:
             ValueError: every micro-batch was already given, ``mask`` keeps another
                 number of examples than ``kept_counts`` said, an unknown term is named,
-                or ``compute_total_loss`` rejects the input.
+                a term is given here but not on the micro-batches before (or the other
+                way round), or ``compute_total_loss`` rejects the input.
         """
         index = self._given
         if index >= len(self.weights):
@@ -160,6 +161,15 @@ class TrainingStep:
         if unknown:
             raise ValueError(
                 f"unknown auxiliary term(s) {unknown}: expected names of {AUXILIARY_TERM_NAMES}"
+            )
+        given = frozenset(name for name, term in auxiliary_terms.items() if term is not None)
+        if index > 0 and given != self._present:
+            # the union value of a term given on only some micro-batches would be a part sum
+            name = sorted(given ^ self._present)[0]
+            where = (index, "an earlier one") if name in given else ("an earlier one", index)
+            raise ValueError(
+                f"{name} is given on micro-batch {where[0]} but not on {where[1]}: give each "
+                "auxiliary term on every micro-batch of a step, or on none"
             )
         kept = kept_example_count(mask)
         if kept != self.kept_counts[index]:
@@ -202,7 +212,8 @@ class TrainingStep:
         same on every rank. A collective when distributed: every rank calls it.
 
         Raises:
-            ValueError: ``prefix`` is not a string, or not every micro-batch was given.
+            ValueError: ``prefix`` is not a string, not every micro-batch was given, or
+                an auxiliary term was given on some ranks but not on others.
         """
         if not isinstance(prefix, str):
             raise ValueError(f"prefix must be a str, got {type(prefix).__name__}")
@@ -213,8 +224,10 @@ class TrainingStep:
         sums = self._sums
         if sums is None:  # no micro-batch on this rank: it still takes part in the reduction
             sums = torch.zeros(len(TOTAL_LOSS_NAMES), dtype=torch.float64)
+        # how many ranks give each term, and how many have micro-batches at all
         present = torch.tensor(
-            [float(name in self._present) for name in AUXILIARY_TERM_NAMES],
+            [float(name in self._present) for name in AUXILIARY_TERM_NAMES]
+            + [float(len(self.weights) > 0)],
             dtype=torch.float64,
             device=sums.device,
         )
@@ -223,13 +236,15 @@ class TrainingStep:
             values = values.to(collective_device(self.group))
             dist.all_reduce(values, op=dist.ReduceOp.SUM, group=self.group)
         numbers = values.tolist()
-        given = {
-            name
-            for name, count in zip(
-                AUXILIARY_TERM_NAMES, numbers[len(TOTAL_LOSS_NAMES) :], strict=True
+        *counts, ranks = numbers[len(TOTAL_LOSS_NAMES) :]
+        by_term = dict(zip(AUXILIARY_TERM_NAMES, counts, strict=True))
+        given = {name for name, count in by_term.items() if count}
+        partial = sorted(name for name, count in by_term.items() if 0 < count < ranks)
+        if partial:  # every rank raises: the reduction above was every rank's
+            raise ValueError(
+                f"{partial[0]} is given on some ranks but not on others: give each auxiliary "
+                "term on every micro-batch of every rank, or on none"
             )
-            if count > 0
-        }
         return {
             prefix + name: numbers[index]
             for name, index in _INDEX.items()
@@ -244,4 +259,4 @@ class TrainingStep:
             [out[name].detach().to(torch.float64) if name in out else zero for name in _INDEX]
         )
         self._sums = row if self._sums is None else self._sums + row
-        self._present.update(name for name in AUXILIARY_TERM_NAMES if name in out)
+        self._present = frozenset(name for name in AUXILIARY_TERM_NAMES if name in out)

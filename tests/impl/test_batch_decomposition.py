@@ -103,9 +103,13 @@ def test_shard_weights() -> None:
         shard_weights([])
     with pytest.raises(ValueError, match=r"kept_counts\[1\] must be >= 0"):
         shard_weights([1, -1])
-    with pytest.raises(ValueError, match=r"kept_counts\[0\] must be an integer, got bool"):
+    with pytest.raises(
+        ValueError, match=r"kept_counts\[0\] must be an integer \(a count of examples\), got bool"
+    ):
         shard_weights([True])
-    with pytest.raises(ValueError, match=r"kept_counts\[0\] must be an integer, got float"):
+    with pytest.raises(
+        ValueError, match=r"kept_counts\[0\] must be an integer \(a count of examples\), got float"
+    ):
         shard_weights([1.5])
     with pytest.raises(ValueError, match=r"group was given but torch.distributed is not"):
         shard_weights([1], group=object())

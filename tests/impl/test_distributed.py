@@ -412,11 +412,23 @@ def check_training_step(results: list[list[dict[str, Any]]]) -> None:
 # --- the two ranks, spawned once for all checks -------------------------------------------
 
 
+def _partial_term_worker(rank: int) -> str:
+    """Rank 0 gives posterior_entropy (weight 0), rank 1 does not: log() fails on both."""
+    config = DisentanglementLossConfig(enable_router_support_loss=False, beta=0.0)
+    x, _, b, mask = micro_batch(rank, 2, 3)
+    step = TrainingStep(config, [kept_example_count(mask)])
+    token_nll = x.clone().requires_grad_()
+    extra = {"posterior_entropy": torch.tensor(0.5)} if rank == 0 else {}
+    step.backward(token_nll, b, mask, **extra)
+    return _error_of(step.log)
+
+
 def _two_rank_worker(rank: int) -> dict[str, Any]:
     return {
         "estimator": _estimator_worker(rank),
         "ddp": _ddp_worker(rank),
         "training step": _training_step_worker(rank),
+        "a term on one rank only": _partial_term_worker(rank),
     }
 
 
@@ -426,6 +438,8 @@ def test_two_ranks_match_one_process_holding_the_union(tmp_path: Path) -> None:
     check_estimator([result["estimator"] for result in results])
     check_ddp([result["ddp"] for result in results])
     check_training_step([result["training step"] for result in results])
+    for result in results:
+        assert "posterior_entropy is given on some ranks" in result["a term on one rank only"]
 
 
 # --- choosing the group and the device ----------------------------------------------------

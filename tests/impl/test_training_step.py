@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import numpy
 import pytest
 import torch
 
@@ -231,6 +232,52 @@ def test_inputs_are_not_modified() -> None:
     for part, original in zip(parts, before, strict=True):
         for tensor, copy in zip(part, original, strict=True):
             torch.testing.assert_close(tensor, copy, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    "count",
+    [2, numpy.int64(2), numpy.int32(2), torch.tensor(2), torch.tensor(2, dtype=torch.int32)],
+)
+def test_every_integer_scalar_is_a_kept_count(count) -> None:
+    config = DisentanglementLossConfig(enable_router_support_loss=False, beta=0.0)
+    step = TrainingStep(config, [count, 6])
+    assert step.weights == [0.25, 0.75] and step.kept_counts == (2, 6)
+
+
+@pytest.mark.parametrize(
+    "count",
+    [
+        torch.tensor(2.7),  # int() would truncate it to 2
+        torch.tensor(2.0),
+        2.0,
+        numpy.float64(2.0),
+        torch.tensor([2]),
+        torch.tensor(True),
+        numpy.True_,
+        True,
+        "2",
+    ],
+)
+def test_a_kept_count_that_is_not_an_integer_scalar_is_a_value_error(count) -> None:
+    config = DisentanglementLossConfig(enable_router_support_loss=False, beta=0.0)
+    with pytest.raises(ValueError, match=r"kept_counts\[0\] must be an integer \(a count"):
+        TrainingStep(config, [count, 6])
+
+
+@pytest.mark.parametrize("given_on", [0, 1])
+def test_a_term_given_on_only_some_micro_batches_is_a_value_error(given_on: int) -> None:
+    # a term of weight 0 need not be given; given on some micro-batches only, its logged
+    # value would be a part of the step's
+    config = DisentanglementLossConfig(enable_router_support_loss=False, beta=0.0)
+    batches = micro_batches(0)[:2]
+    step = TrainingStep(config, [kept_example_count(mask) for *_, mask in batches])
+    for index, (x, _, b, _, mask) in enumerate(batches):
+        extra = {"posterior_entropy": torch.tensor(0.5)} if index == given_on else {}
+        if index == 1:
+            with pytest.raises(ValueError, match=r"posterior_entropy is given on micro-batch"):
+                step.loss(x, b, mask, **extra)
+        else:
+            step.loss(x, b, mask, **extra)
 
 
 def test_misuse_is_a_value_error() -> None:

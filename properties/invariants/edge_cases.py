@@ -111,6 +111,16 @@ EDGE_CASES: dict[str, EdgeCase] = {
             config=_config(token_weight_alpha=7.0),
         ),
     ),
+    "uneven-concentration-rows": EdgeCase(
+        "A flat row beside a concentrated one: kappa's batch mean is (1 + 2) / 2, which a "
+        "ratio of batch means, (1 + 100) / (1 + 50), overshoots.",
+        LossCase(
+            token_nll=((1.0, 1.0), (1.0, 1.0)),
+            zfree_token_nll=((1.0, 1.0), (0.0, 100.0)),
+            mask=((True, True), (True, True)),
+            config=_config(token_weight_alpha=1.0),
+        ),
+    ),
     "large-epsilon-tiny-scale": EdgeCase(
         "epsilon far larger than every loss, and a tiny reference scale.",
         LossCase(

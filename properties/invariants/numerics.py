@@ -171,7 +171,11 @@ INVARIANTS = (
         spec_refs=("kappa-at-least-one",),
         strategy=lambda domain: loss_cases(domain),
         check=check_kappa_bounds,
-        examples=(named("all-zero-surprisal-row"), named("ties-at-max")),
+        examples=(
+            named("all-zero-surprisal-row"),
+            named("ties-at-max"),
+            named("uneven-concentration-rows"),
+        ),
         witness="kappa_ratio_of_means",
     ),
     Invariant(

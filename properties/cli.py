@@ -206,6 +206,16 @@ def _run(
                 command=command,
             )
     report.summary(ordered, time.perf_counter() - start, out)
+    unsaved = [r.invariant_id for r in ordered if r.failure is not None and r.failure.unsaved]
+    if unsaved:
+        from properties.database import storage_directory
+
+        print(
+            f"recon-spec {command}: warning: the example database "
+            f"({storage_directory().resolve() / 'examples'}) cannot be written: nothing was "
+            f"saved of {', '.join(unsaved)}",
+            file=sys.stderr,
+        )
     return exit_status([r.status for r in ordered])
 
 

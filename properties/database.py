@@ -156,9 +156,14 @@ class FailureStore:
                 self.database.delete(self.key, data)
         return inputs
 
-    def save(self, value: Any) -> None:
-        if self.database is not None:
-            self.database.save(self.key, encode(value))
+    def save(self, value: Any) -> bool:
+        """Save ``value``; whether it is there now (hypothesis's database swallows the
+        errors of a directory that cannot be written)."""
+        if self.database is None:
+            return False
+        data = encode(value)
+        self.database.save(self.key, data)
+        return data in set(self.database.fetch(self.key))
 
     def forget(self, value: Any) -> None:
         """Drop a saved input that no longer fails."""

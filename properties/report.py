@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from properties.database import storage_directory
 from properties.invariant import Invariant
 from properties.options import rerun_command
 from properties.runner import BOUNDED_SHRINK_CALLS, SAVED, InvariantResult
@@ -119,6 +120,11 @@ def failure_section(
     if failure.reproduction:
         out.write("\nreproduce without hypothesis (copy into a file and run it):\n")
         out.write("-" * 100 + "\n" + failure.reproduction.rstrip() + "\n" + "-" * 100 + "\n")
+    if failure.unsaved:
+        out.write(
+            f"not saved: the example database ({storage_directory().resolve() / 'examples'}) "
+            "cannot be written, so the next run will not try this input first\n"
+        )
     if result.status != "not checked":
         rerun = rerun_command(
             target, invariant.id, options, no_database=no_database, command=command

@@ -82,6 +82,8 @@ class Failure:
     shrunk: bool = True
     #: whether shrinking was cut short (a later failure of the run: ``shrink_budget``)
     bounded: bool = False
+    #: the minimal input could not be saved: the example database cannot be written
+    unsaved: bool = False
 
 
 @dataclass
@@ -279,6 +281,7 @@ def run_invariant(
         for named in saved:  # a saved input that passes now: the bug it found is fixed
             store.forget(named.value)
     other_edge: tuple[NamedInput, str] | None = None
+    unsaved = False
     if not isinstance(error, _TargetEnded) and (failed is None or failed.name != SAVED):
         edge_error, edge_last = error, attempts.last
         found = tried((), search=True)
@@ -287,7 +290,7 @@ def run_invariant(
             ended = isinstance(found, _TargetEnded)
             shown = attempts.last is not None  # None: hypothesis failed before a draw
             if shown and not ended and not _bounded(attempts) and Phase.shrink in phases:
-                store.save(attempts.last[1])  # minimal: tried first on the next run
+                unsaved = not store.save(attempts.last[1])  # minimal: tried first next run
             # A smaller input that fails the same way makes the edge case redundant; one
             # that fails another way leaves it a second finding worth a line.
             if failed is not None and not _same_failure(edge_error, error):
@@ -303,6 +306,7 @@ def run_invariant(
     failure.other_edge_case = other_edge
     failure.shrunk = shown is None and Phase.shrink in phases
     failure.bounded = _bounded(attempts)
+    failure.unsaved = use_database and unsaved
     if isinstance(error, _TargetEnded):  # unshrunk, like a process that died in a call
         failure.shrunk = False
         return InvariantResult(invariant.id, "crashed", attempts.count, seconds, failure, used_seed)

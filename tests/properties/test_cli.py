@@ -482,6 +482,27 @@ def test_the_database_stays_where_the_run_started_when_the_target_moves(tmp_path
     assert "replayed from the example database" in again.stdout
 
 
+def test_a_database_that_cannot_be_written_is_a_warning_that_nothing_was_saved(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ".hypothesis").write_text("a file where the folder should be\n")
+    done = check(
+        "properties.zoo.wrong:kappa_ratio_of_means",
+        "-i",
+        "kappa-bounds",
+        "--profile",
+        "ci",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    examples = tmp_path / ".hypothesis" / "examples"
+    assert f"not saved: the example database ({examples}) cannot be written" in done.stdout
+    assert (
+        f"warning: the example database ({examples}) cannot be written: nothing was "
+        "saved of kappa-bounds" in done.stderr
+    )
+
+
 def test_no_database_writes_nothing_at_all(tmp_path: Path) -> None:
     done = check(
         "properties.zoo.wrong:kappa_ratio_of_means",

@@ -9,7 +9,8 @@ Exit status of ``check`` and ``check-api``:
 * 2: the target could not be checked: its name is empty or malformed, it does not import,
   it raises (or dies, or hangs) on a plain valid input (a stack target), it lacks one of
   the five names that an invariant needs and ``--skip`` does not leave out (an API
-  module), its process died or a call timed out during an invariant, no selected
+  module), its process died, a call raised SystemExit or KeyboardInterrupt or timed out
+  during an invariant (docs/API.md, "What a target may raise"), no selected
   invariant applies to the chosen domain, an option is bad (a usage error), the run was
   interrupted (Ctrl-C, at any point of the run, start-up included) or terminated
   (SIGTERM), or its output went to a closed pipe. 2 wins over 1: a run that could not

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import torch
 
 from properties.cases import LossCase
-from properties.escapes import TargetRaised, escapes
+from properties.escapes import TargetRaised, describe, escapes
 from properties.gradient_calls import (
     SecondOrder,
     differentiating_lines,
@@ -120,10 +120,9 @@ def import_module_named(module_name: str) -> Any:
         return module
     except TargetLoadError:
         raise
-    except Exception as error:  # the user's module may fail in any way at import
-        raise TargetLoadError(
-            f"cannot import {module_name!r}: {type(error).__name__}: {error}"
-        ) from error
+    except BaseException as error:  # the user's module may fail in any way at import,
+        # sys.exit() and a stray KeyboardInterrupt included (only workers import targets)
+        raise TargetLoadError(f"cannot import {module_name!r}: {describe(error)}") from error
 
 
 def load_target(name: str | None = None) -> tuple[str, Implementation]:

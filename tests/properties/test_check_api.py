@@ -94,7 +94,7 @@ def test_a_missing_name_is_not_checked_unless_skipped() -> None:
         ((), {"RECON_API": ""}, "$RECON_API is set but empty"),
         (("recon_impl:compute_total_loss",), {}, "not MODULE:CALLABLE"),
         (("no_such_module",), {}, "cannot import 'no_such_module'"),
-        ((str(TARGETS / "exits_at_import.py"),), {}, "exit code 7"),
+        ((str(TARGETS / "exits_at_import.py"),), {}, "SystemExit: 7"),
         (("--skip", "compute_loss"), {}, "argument --skip: invalid choice"),
     ],
 )

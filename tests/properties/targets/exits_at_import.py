@@ -1,4 +1,4 @@
-"""A target whose module ends the process while it is being imported."""
+"""A target whose module calls sys.exit(7) while it is being imported."""
 
 import sys
 

@@ -212,7 +212,7 @@ NARROWEST = {
         max_loss=MIN_POSITIVE_LOSS, max_alpha=math.ulp(0.0), dtypes=(torch.float16,)
     ),
     "least-loss": Domain(max_loss=MIN_POSITIVE_LOSS, max_alpha=1e-300),
-    "loss-below-the-least-epsilon": Domain(max_loss=MIN_POSITIVE_EPSILON / 10),
+    "loss-below-the-least-epsilon": Domain(max_loss=MIN_POSITIVE_EPSILON / 100),
 }
 
 

@@ -271,6 +271,9 @@ def _start(*args: str, tmp: Path, **environment: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # as from a terminal: a test run in the background (nohup ... &) ignores SIGINT,
+        # and an ignored signal stays ignored in the child
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
@@ -460,8 +463,11 @@ def _shown_input(report: str) -> str:
     return re.search(r"^(?:minimal )?input \(.*\):\n(.*)$", report, re.M)[1]
 
 
+# The database tests use a mistake that most random inputs show (float64 results for float32
+# inputs): a failure only a named edge case shows is not saved, and whether hypothesis's
+# search finds a rarer one depends on the modules loaded in the process.
 def test_the_database_replays_a_saved_failure_first(tmp_path: Path) -> None:
-    args = ("properties.zoo.wrong:kappa_ratio_of_means", "-i", "kappa-bounds")
+    args = ("properties.zoo.wrong:float64_outputs", "-i", "outputs-contract")
     first = check(*args, "--profile", "ci", cwd=tmp_path)
     assert first.returncode == 1, first.stdout + first.stderr
     saved = list((tmp_path / ".hypothesis" / "examples").rglob("*"))
@@ -470,14 +476,14 @@ def test_the_database_replays_a_saved_failure_first(tmp_path: Path) -> None:
     assert again.returncode == 1
     assert _shown_input(again.stdout) == _shown_input(first.stdout)
     assert "replayed from the example database" in again.stdout
-    examples = int(re.search(r"kappa-bounds +numerics +FAILED +(\d+)", again.stdout)[1])
+    examples = int(re.search(r"outputs-contract +contract +FAILED +(\d+)", again.stdout)[1])
     assert examples == 1  # the saved failure is tried first
 
 
 def test_the_database_stays_where_the_run_started_when_the_target_moves(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    args = (target("changes_directory.py"), "-i", "kappa-bounds", "--profile", "ci")
+    args = (target("changes_directory.py"), "-i", "outputs-contract", "--profile", "ci")
     first = check(*args, cwd=tmp_path, MOVE_TO=str(elsewhere))
     assert first.returncode == 1, first.stdout + first.stderr
     assert any(p.is_file() for p in (tmp_path / ".hypothesis" / "examples").rglob("*"))
@@ -491,9 +497,9 @@ def test_a_database_that_cannot_be_written_is_a_warning_that_nothing_was_saved(
 ) -> None:
     (tmp_path / ".hypothesis").write_text("a file where the folder should be\n")
     done = check(
-        "properties.zoo.wrong:kappa_ratio_of_means",
+        "properties.zoo.wrong:float64_outputs",
         "-i",
-        "kappa-bounds",
+        "outputs-contract",
         "--profile",
         "ci",
         cwd=tmp_path,
@@ -503,15 +509,15 @@ def test_a_database_that_cannot_be_written_is_a_warning_that_nothing_was_saved(
     assert f"not saved: the example database ({examples}) cannot be written" in done.stdout
     assert (
         f"warning: the example database ({examples}) cannot be written: nothing was "
-        "saved of kappa-bounds" in done.stderr
+        "saved of outputs-contract" in done.stderr
     )
 
 
 def test_no_database_writes_nothing_at_all(tmp_path: Path) -> None:
     done = check(
-        "properties.zoo.wrong:kappa_ratio_of_means",
+        "properties.zoo.wrong:float64_outputs",
         "-i",
-        "kappa-bounds",
+        "outputs-contract",
         "--profile",
         "ci",
         "--no-database",

@@ -80,15 +80,15 @@ def in_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_a_minimal_failure_is_saved_replayed_first_and_forgotten_once_fixed(in_folder) -> None:
-    invariant, target = by_id("kappa-bounds"), "properties.zoo.wrong:kappa_ratio_of_means"
+    invariant, target = by_id("outputs-contract"), "properties.zoo.wrong:float64_outputs"
     found = run_invariant(
-        invariant, wrong.kappa_ratio_of_means, target=target, settings=CI, use_database=True
+        invariant, wrong.float64_outputs, target=target, settings=CI, use_database=True
     )
     assert found.status == "failed" and found.failure.shrunk
     store = FailureStore(True, invariant.id, target)
     assert [repr(value) for value in store.load()] == [found.failure.minimal_input]
     again = run_invariant(
-        invariant, wrong.kappa_ratio_of_means, target=target, settings=DEV, use_database=True
+        invariant, wrong.float64_outputs, target=target, settings=DEV, use_database=True
     )
     assert again.examples == 1 and again.failure.edge_case.name == SAVED
     assert again.failure.minimal_input == found.failure.minimal_input
@@ -167,9 +167,9 @@ def test_saved_inputs_are_kept_per_device_and_shown_with_it(in_folder) -> None:
 
 
 def test_a_saved_input_outside_the_domain_is_kept_for_a_wider_run(in_folder) -> None:
-    invariant, target = by_id("kappa-bounds"), "properties.zoo.wrong:kappa_ratio_of_means"
+    invariant, target = by_id("outputs-contract"), "properties.zoo.wrong:float64_outputs"
     found = run_invariant(
-        invariant, wrong.kappa_ratio_of_means, target=target, settings=CI, use_database=True
+        invariant, wrong.float64_outputs, target=target, settings=CI, use_database=True
     )
     store = FailureStore(True, invariant.id, target)
     (saved,) = store.load()

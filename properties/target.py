@@ -70,7 +70,8 @@ def target_name(given: str | None, environment: Mapping[str, str] = os.environ) 
     if not given.strip():
         raise TargetLoadError("the target is an empty name: give MODULE:CALLABLE")
     module_name, sep, attribute = split_target(given)
-    if not sep or not module_name.strip() or not attribute.strip():
+    path_after_colon = is_file_target(attribute)  # `run:1/adapter.py`: no callable named
+    if not sep or not module_name.strip() or not attribute.strip() or path_after_colon:
         raise TargetLoadError(f"target must look like MODULE:CALLABLE, got {given!r}")
     return given
 

@@ -16,6 +16,9 @@ from hypothesis import strategies as st
 from properties.api.invariant import ApiInvariant
 from properties.api.probe import ApiProbe, Build, literal, qualified, same_value, short
 from properties.api.strategies import (
+    NOT_BOOL,
+    NOT_REAL,
+    NUMBER_TYPES,
     Assignment,
     ConfigValues,
     InvalidValue,
@@ -356,6 +359,42 @@ def _default_values() -> ConfigValues:
     return ConfigValues(ReconstructionLossConfig())
 
 
+def _first_field(class_name: str, rule: str) -> str:
+    return next(f.name for f in CONFIG_CLASSES[class_name] if f.rule == rule)
+
+
+def _every_kind_on_each_class() -> tuple[NamedInput, ...]:
+    """Each refused kind of value (``NOT_REAL``, ``NOT_BOOL``) on a field of each class:
+    validation is often one function per class, and a kind tried on one class alone
+    leaves the other's to the draws."""
+    named = []
+    for class_name in CONFIG_CLASSES:
+        kinds = [(_first_field(class_name, "non-negative"), NOT_REAL)]
+        if any(f.rule == "bool" for f in CONFIG_CLASSES[class_name]):
+            kinds.append((_first_field(class_name, "bool"), NOT_BOOL))
+        for field_name, values in kinds:
+            for value, why in values:
+                invalid = InvalidValue(class_name, field_name, value, why)
+                named.append(
+                    NamedInput(f"{class_name}.{field_name}={literal(value)}", why, invalid)
+                )
+    return tuple(named)
+
+
+def _every_type_on_each_class() -> tuple[NamedInput, ...]:
+    """Each accepted type of number (``NUMBER_TYPES``) on a field of each class."""
+    return tuple(
+        NamedInput(
+            f"{class_name}.{field_name}={literal(kind(2))}",
+            f"{kind.__name__} is a real number of another type than float",
+            OtherNumber(class_name, field_name, kind(2)),
+        )
+        for class_name in CONFIG_CLASSES
+        for field_name in (_first_field(class_name, "non-negative"),)
+        for kind in NUMBER_TYPES
+    )
+
+
 INVARIANTS = (
     ApiInvariant(
         id="config-fields",
@@ -467,6 +506,7 @@ INVARIANTS = (
                     "a string, not a bool (and truthy)",
                 ),
             ),
+            *_every_kind_on_each_class(),
         ),
     ),
     ApiInvariant(
@@ -489,6 +529,7 @@ INVARIANTS = (
                 "numpy.int64 is no Python int, and json.dumps cannot write it",
                 OtherNumber(DISENTANGLEMENT_CONFIG, "beta", numpy.int64(2)),
             ),
+            *_every_type_on_each_class(),
         ),
     ),
     ApiInvariant(

@@ -136,6 +136,7 @@ def test_target_that_cannot_be_imported_or_called_exits_2(target: str, message: 
     ("target", "environment", "message"),
     [
         ("recon_impl", None, "must look like MODULE:CALLABLE"),
+        ("run:1/adapter.py", None, "must look like MODULE:CALLABLE"),
         ("", None, "the target is an empty name"),
         ("  ", None, "the target is an empty name"),
         (None, "", "$RECON_IMPL is set but empty"),

@@ -445,6 +445,7 @@ def test_nothing_to_check_is_not_a_pass() -> None:
     done = check("-i", "huge-alpha-concentration", "--max-alpha", "10")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "1 not applicable" in done.stdout
+    assert "nothing was checked: no selected invariant applies" in done.stderr
 
 
 def test_target_from_the_environment() -> None:

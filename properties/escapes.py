@@ -22,6 +22,7 @@ script ends there. The rule for users is in docs/API.md, "What a target may rais
 from __future__ import annotations
 
 import unittest
+from typing import Protocol
 
 from hypothesis.errors import HypothesisException
 
@@ -58,6 +59,20 @@ def describe(error: BaseException) -> str:
     name = module + kind.__qualname__
     text = str(error)
     return f"{name}: {text}" if text else name
+
+
+class Escaping(Protocol):
+    """A probe: it keeps the first exception of the target that escapes."""
+
+    escaped: BaseException | None
+
+
+def reraise_escaping(probe: Escaping, error: BaseException) -> None:
+    """Where a call of ``probe``'s target raised ``error``: an exception that ``escapes`` is
+    remembered and raised again as ``TargetRaised``; anything else is left to the caller."""
+    if escapes(error):
+        probe.escaped = probe.escaped or error
+        raise TargetRaised(error) from error
 
 
 class TargetRaised(Exception):

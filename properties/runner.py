@@ -117,7 +117,7 @@ class _TargetEnded(BaseException):
 
     def __init__(self, raised: TargetRaised) -> None:
         super().__init__(str(raised))
-        self.raised = raised
+        self.error = raised.error
 
 
 class _Attempts:
@@ -167,7 +167,6 @@ class _Attempts:
         if probe.escaped is not None:
             # a skip or an exit fails the input, whatever the invariant made of it
             escaped = TargetRaised(probe.escaped)
-            escaped.__cause__ = probe.escaped
             error = _TargetEnded(escaped) if escaped.ends_program else escaped
         if error is not None:
             # the shrinker only tries smaller inputs: the latest failure is the smallest
@@ -352,8 +351,7 @@ def _failure(
         trace = ""
     elif isinstance(error, (TargetRaised, _TargetEnded)):
         message = str(error)
-        raised = error.error if isinstance(error, TargetRaised) else error.raised.error
-        trace = "".join(traceback.format_exception(raised))
+        trace = "".join(traceback.format_exception(error.error))  # the target's own raise
     elif isinstance(error, HypothesisException):
         message = f"hypothesis could not run this invariant: {type(error).__name__}: {error}"
         trace = "".join(traceback.format_exception(error))

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import torch
 
 from properties.cases import LossCase
-from properties.escapes import TargetRaised, describe, escapes
+from properties.escapes import describe, reraise_escaping
 from properties.gradient_calls import (
     SecondOrder,
     differentiating_lines,
@@ -245,9 +245,7 @@ class Probe:
             yield
         except BaseException as error:
             call.error = f"{type(error).__name__}: {error}"
-            if escapes(error):  # a skip, an exit, hypothesis's own: not an answer
-                self.escaped = self.escaped or error
-                raise TargetRaised(error) from error
+            reraise_escaping(self, error)  # a skip, an exit, hypothesis's own: no answer
             raise
         finally:
             if self.observer is not None:

@@ -9,8 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy
-import torch
 from hypothesis import strategies as st
 
 from properties.api.invariant import ApiInvariant
@@ -464,34 +462,6 @@ INVARIANTS = (
                 InvalidValue(DISENTANGLEMENT_CONFIG, "beta", True, "a bool, not a number"),
             ),
             NamedInput(
-                "numpy-bool-weight",
-                "numpy.True_ is no Python bool: a check of isinstance(value, bool) lets it "
-                "through as 1.0",
-                InvalidValue(
-                    DISENTANGLEMENT_CONFIG, "beta", numpy.True_, "a numpy bool, not a number"
-                ),
-            ),
-            NamedInput(
-                "tensor-weight",
-                "float(torch.tensor(1.0)) works: a tensor would pass a conversion to float",
-                InvalidValue(
-                    RECONSTRUCTION_CONFIG,
-                    "raw_weight",
-                    torch.tensor(1.0),
-                    "a 0-dim tensor, not a number",
-                ),
-            ),
-            NamedInput(
-                "numpy-bool-switch",
-                "numpy.True_ acts like True, but the run metadata's JSON cannot hold it",
-                InvalidValue(
-                    DISENTANGLEMENT_CONFIG,
-                    ROUTER_SUPPORT_SWITCH,
-                    numpy.True_,
-                    "a numpy bool, not a bool (the run metadata's JSON cannot hold it)",
-                ),
-            ),
-            NamedInput(
                 "zero-scale",
                 "c = 0 divides R_dist and R_cc by zero",
                 InvalidValue(RECONSTRUCTION_CONFIG, "zfree_reference_scale", 0.0, "not > 0"),
@@ -518,19 +488,7 @@ INVARIANTS = (
         strategy=lambda domain: other_numbers(),
         check=check_other_numbers,
         needs=BOTH,
-        examples=(
-            NamedInput(
-                "numpy-float32-weight",
-                "numpy.float32 is no Python float: isinstance(value, float) refuses it",
-                OtherNumber(RECONSTRUCTION_CONFIG, "raw_weight", numpy.float32(0.5)),
-            ),
-            NamedInput(
-                "numpy-int64-beta",
-                "numpy.int64 is no Python int, and json.dumps cannot write it",
-                OtherNumber(DISENTANGLEMENT_CONFIG, "beta", numpy.int64(2)),
-            ),
-            *_every_type_on_each_class(),
-        ),
+        examples=_every_type_on_each_class(),
     ),
     ApiInvariant(
         id="config-run-metadata",

@@ -27,7 +27,7 @@ import numpy
 import torch
 
 from properties.cases import DTYPE_NAMES, LossCase, format_float
-from properties.escapes import TargetRaised, escapes
+from properties.escapes import reraise_escaping
 from properties.reproduction import input_lines
 from spec.api import (
     ADD_ARGUMENTS,
@@ -204,9 +204,7 @@ class ApiProbe:
             yield call
         except BaseException as error:
             call.error = f"{type(error).__name__}: {error}"
-            if escapes(error):  # a skip, an exit, hypothesis's own: not an answer
-                self.escaped = self.escaped or error
-                raise TargetRaised(error) from error
+            reraise_escaping(self, error)  # a skip, an exit, hypothesis's own: no answer
             raise
         finally:
             if self.observer is not None:

@@ -6,7 +6,8 @@ trainer flags and the removal of the old boolean (a hard migration), and what
 ``compute_total_loss`` returns. docs/API.md states the rules; this module
 holds the facts the conformance suite checks an API module against
 (``recon-spec check-api``). The five weight fields and flags come from the term registry
-(``spec/terms.py``); everything else is written here once.
+(``spec/terms.py``), the three parameter fields from the parameter registry
+(``spec/parameters.py``); everything else is written here once.
 
 Example:
     >>> [f.name for f in RECONSTRUCTION_FIELDS][:2]
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from spec.parameters import PARAMETERS, WEIGHT_RULE
 from spec.terms import DIST, LOSS_NAMES, RAW, TERMS
 
 #: the five public names an API module exposes (recon_impl's), in the seed's order of topics
@@ -74,31 +76,15 @@ RECONSTRUCTION_FIELDS: tuple[ConfigField, ...] = (
         ConfigField(
             term.weight_field,  # type: ignore[arg-type]
             _WEIGHT_DEFAULTS.get(term.name, 0.0),
-            "non-negative",
+            WEIGHT_RULE,
             f"coefficient on {term.name}",
             term.flag,
         )
         for term in TERMS
     ),
-    ConfigField(
-        "token_weight_alpha",
-        1.0,
-        "non-negative",
-        "tempering exponent used by both token-level terms",
-        "--token-weighted-reconstruction-alpha",
-    ),
-    ConfigField(
-        "example_inverse_surprisal_epsilon",
-        1e-8,
-        "non-negative",
-        "denominator stabilizer for the example-level inverse-surprisal term",
-        "--example-inverse-surprisal-epsilon",
-    ),
-    ConfigField(
-        "zfree_reference_scale",
-        1.0,
-        "positive",
-        "the fixed distribution-level z-free reference scale (c_base)",
+    *(
+        ConfigField(p.field, p.default, p.rule, p.summary, p.flag)
+        for p in PARAMETERS  # the parameter registry's
     ),
 )
 

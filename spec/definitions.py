@@ -34,12 +34,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, make_dataclass
 from typing import NamedTuple, Protocol
 
 import sympy as sp
 
 from spec import symbols as sym
+from spec.parameters import PARAMETERS
 from spec.terms import DIAGNOSTIC_NAMES as DIAGNOSTIC_NAMES  # the vocabulary, re-exported
 from spec.terms import DIAGNOSTICS, OUTPUTS, TERMS, Output
 from spec.terms import LOSS_NAMES as LOSS_NAMES
@@ -49,38 +50,44 @@ from spec.terms import TOTAL_NAME as TOTAL_NAME
 #: The eight outputs as symbols (their LaTeX is MATH.md's notation: R_raw, ..., J).
 OUTPUT_SYMBOLS: dict[str, sp.Symbol] = {output.name: output.symbol for output in OUTPUTS}
 
-#: Config field of each weight (by its symbol's name) and parameter
-#: (``ReconstructionLossConfig``).
+#: Config field of each weight (by its symbol's name) and parameter (by its name, which is
+#: its symbol's) of ``ReconstructionLossConfig``.
 CONFIG_FIELDS: dict[str, str] = {
     **{str(term.weight): term.weight_field for term in TERMS},  # type: ignore[misc]
-    "alpha": "token_weight_alpha",
-    "epsilon": "example_inverse_surprisal_epsilon",
-    "c": "zfree_reference_scale",
+    **{parameter.name: parameter.field for parameter in PARAMETERS},
 }
 
 
-@dataclass(frozen=True)
-class Parameters:
-    """The config as expressions: symbols by default, numbers after substitution.
-
-    ``term_weights`` holds the weight of each term by output name (default: its symbol,
-    ``w_raw`` and so on, from the term registry).
-    """
-
-    alpha: sp.Expr = sym.alpha
-    epsilon: sp.Expr = sym.epsilon
-    c: sp.Expr = sym.c
-    term_weights: tuple[tuple[str, sp.Expr], ...] = tuple(
-        (term.name, term.weight) for term in TERMS
-    )
+class _Weights:
+    """What ``Parameters`` adds to the parameters' fields: the weights of the terms."""
 
     def weights(self) -> dict[str, sp.Expr]:
         """The weight of each of the five terms, by output name."""
-        return dict(self.term_weights)
+        return dict(self.term_weights)  # type: ignore[attr-defined]
 
     def weight(self, term: Output) -> sp.Expr:
         return self.weights()[term.name]
 
+
+# One field per parameter of the registry, so that a new parameter is a record there only.
+Parameters = make_dataclass(
+    "Parameters",
+    [
+        *((p.name, sp.Expr, field(default=p.symbol)) for p in PARAMETERS),
+        (
+            "term_weights",
+            tuple[tuple[str, sp.Expr], ...],
+            field(default=tuple((term.name, term.weight) for term in TERMS)),
+        ),
+    ],
+    bases=(_Weights,),
+    frozen=True,
+)
+Parameters.__module__ = __name__
+Parameters.__doc__ = """The config as expressions: symbols by default, numbers after
+substitution. A field per parameter of ``spec.parameters`` (``p.alpha``, ``p.epsilon``,
+``p.c``; default: its symbol) and ``term_weights``, the weight of each term by output name
+(default: its symbol, ``w_raw`` and so on, from the term registry)."""
 
 #: The parameters as free symbols.
 SYMBOLIC = Parameters()
@@ -284,9 +291,6 @@ class ExampleSummary:
             sp.Symbol(f"btok_{k}", nonnegative=True),
             sp.Symbol(f"kappa_{k}", positive=True),
         )
-
-    def as_tuple(self) -> tuple[sp.Expr, ...]:
-        return (self.lbar, self.bbar, self.ltok, self.btok, self.kappa)
 
 
 # ---------------------------------------------------------------------------------------

@@ -16,7 +16,6 @@ import sympy as sp
 
 from spec import symbols as sym
 from spec.definitions import (
-    CONFIG_FIELDS,
     IndexedBatch,
     indexed_example,
     loss_terms,
@@ -26,6 +25,7 @@ from spec.family import FAMILY_INSTANCES, generic_matched_scale, generic_member
 from spec.identities import IDENTITIES
 from spec.notation import NamedExample, NamedShares
 from spec.oracle import DEFAULT_PRECISION, evaluate_details
+from spec.parameters import PARAMETERS, RULES, WEIGHT_RULE
 from spec.plots import (
     EPSILON_FIGURE,
     SAMPLE_BATCH,
@@ -124,11 +124,13 @@ def _terms_section() -> list[str]:
 
 
 def _inputs_section() -> list[str]:
-    names = {
-        **{str(term.weight): term.weight for term in TERMS},
-        "alpha": sym.alpha,
-        "epsilon": sym.epsilon,
-        "c": sym.c,
+    rule_of = {
+        **{term.weight: WEIGHT_RULE for term in TERMS},
+        **{parameter.symbol: parameter.rule for parameter in PARAMETERS},
+    }
+    field_of = {
+        **{term.weight: term.weight_field for term in TERMS},
+        **{parameter.symbol: parameter.field for parameter in PARAMETERS},
     }
     lines = [
         "## Inputs and parameters",
@@ -140,10 +142,19 @@ def _inputs_section() -> list[str]:
         "| symbol | `ReconstructionLossConfig` field | rule |",
         "| --- | --- | --- |",
     ]
-    rules = {"alpha": "$\\ge 0$", "epsilon": "$\\ge 0$", "c": "$> 0$"}
-    for key, symbol in names.items():
-        rule = rules.get(key, "$\\ge 0$")
-        lines.append(f"| ${sym.latex(symbol)}$ | `{CONFIG_FIELDS[key]}` | {rule} |")
+    for symbol, rule in rule_of.items():
+        lines.append(f"| ${sym.latex(symbol)}$ | `{field_of[symbol]}` | ${RULES[rule].latex}$ |")
+    lines += [
+        "",
+        "| symbol | field | trainer flag | default | meaning |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for parameter in PARAMETERS:
+        flag = f"`{parameter.flag}`" if parameter.flag else "none"
+        lines.append(
+            f"| ${parameter.latex}$ | `{parameter.field}` | {flag} | {parameter.default:g} "
+            f"| {parameter.summary} |"
+        )
     lines.append("")
     return lines
 

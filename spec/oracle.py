@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
 
@@ -54,23 +54,37 @@ from spec.definitions import (
     term_gradient,
     token_gradient,
 )
+from spec.parameters import EPSILON, PARAMETERS, WEIGHT_RULE, check_value
 
 #: Significant decimal digits of the mpmath evaluation.
 DEFAULT_PRECISION = 50
 
-# alpha, epsilon, c, then the weights of the terms (w_raw .. w_cc), by their symbols' names
-_PARAMETER_SYMBOLS = (
-    SYMBOLIC.alpha,
-    SYMBOLIC.epsilon,
-    SYMBOLIC.c,
-    *SYMBOLIC.weights().values(),
+#: the config values the lambdified functions take, each with its config field: the
+#: parameters of the registry, then the weights of the terms
+CONFIG_ARGUMENTS: tuple[tuple[sp.Symbol, str], ...] = tuple(
+    (symbol, CONFIG_FIELDS[str(symbol)])
+    for symbol in (
+        *(getattr(SYMBOLIC, parameter.name) for parameter in PARAMETERS),
+        *SYMBOLIC.weights().values(),
+    )
 )
-_ORDER = tuple(str(symbol) for symbol in _PARAMETER_SYMBOLS)
+#: the rule of each config field (the term weights', then the parameters')
+_RULES: dict[str, str] = {
+    **{term.weight_field: WEIGHT_RULE for term in TERMS},  # type: ignore[misc]
+    **{parameter.field: parameter.rule for parameter in PARAMETERS},
+}
+#: the per-example quantities the batch function reads (``ExampleSummary``'s fields)
+SUMMARY_NAMES: tuple[str, ...] = tuple(f.name for f in fields(ExampleSummary))
+#: what a per-example array of ``OracleResult`` holds for a dropped row, where not 0
+_DROPPED_ROW: dict[str, float] = {"kappa": 1.0}
 # The counts n and B' enter the lambdified functions as arguments (see
 # ExplicitTokens.count_symbol).
 _KEPT = sp.Symbol("kept_count", positive=True)
 _COUNT = sp.Symbol("token_count", positive=True)
 _SHARE = sp.Symbol("share", nonnegative=True)
+#: the names of example_function's per-token outputs beside each term's gradient
+SHARES = "shares"
+TOKEN_GRADIENT = "token_gradient"
 
 
 @dataclass(frozen=True)
@@ -134,58 +148,84 @@ class _FsumPrinter(MpmathPrinter):
         return "fsum((" + ", ".join(self._print(term) for term in terms) + "))"
 
 
-def _lambdify(arguments: list[sp.Symbol], outputs: tuple[sp.Expr, ...]) -> Callable[..., Any]:
-    printer = _FsumPrinter({"fully_qualified_modules": False, "inline": True})
-    return sp.lambdify(arguments, outputs, modules="mpmath", printer=printer, cse=True)
+def config_arguments(config: Mapping[str, Any]) -> list[Any]:
+    """The values of ``CONFIG_ARGUMENTS`` in ``config`` (by field), as the lambdified
+    functions take them."""
+    return [config[field] for _, field in CONFIG_ARGUMENTS]
+
+
+class Lambdified:
+    """Lambdified outputs, returned by name: ``f(*arguments)[name]`` is one value, or a
+    tuple of them where the output was given as a tuple of expressions."""
+
+    def __init__(
+        self, arguments: list[sp.Symbol], outputs: dict[str, sp.Expr | tuple[sp.Expr, ...]]
+    ) -> None:
+        self._parts = {
+            name: len(value) if isinstance(value, tuple) else None
+            for name, value in outputs.items()
+        }
+        flat = tuple(
+            x
+            for value in outputs.values()
+            for x in (value if isinstance(value, tuple) else (value,))
+        )
+        printer = _FsumPrinter({"fully_qualified_modules": False, "inline": True})
+        self._function = sp.lambdify(arguments, flat, modules="mpmath", printer=printer, cse=True)
+
+    def __call__(self, *arguments: Any) -> dict[str, Any]:
+        flat = iter(self._function(*arguments))
+        return {
+            name: next(flat) if size is None else tuple(next(flat) for _ in range(size))
+            for name, size in self._parts.items()
+        }
 
 
 @cache
-def example_function(
-    n: int, zero_base: bool, details: bool = True
-) -> Callable[..., tuple[Any, ...]]:
-    """``f(l_1..l_n, b_1..b_n, alpha, eps, c, w_raw..w_cc, B', n)`` for one kept example.
+def example_function(n: int, zero_base: bool, details: bool = True) -> Lambdified:
+    """``f(l_1..l_n, b_1..b_n, *config_arguments(config), B', n)`` for one kept example.
 
-    Returns ``(lbar, bbar, ltok, btok, kappa)``, followed with ``details`` by the shares
-    ``pi_1..pi_n``, the closed form of ``dJ/dl_1..dJ/dl_n`` and, term after term (the
-    registry's order), the closed form of ``dR_k/dl_1..dR_k/dl_n``; lambdified from
-    ``spec.definitions`` with ``modules="mpmath"``.
+    Returns ``lbar, bbar, ltok, btok, kappa`` (``SUMMARY_NAMES``) by name, and with
+    ``details`` also ``shares`` (``pi_1..pi_n``), ``token_gradient`` (the closed form of
+    ``dJ/dl_1..dJ/dl_n``) and, by each term's name, the closed form of its
+    ``dR_k/dl_1..dR_k/dl_n``; lambdified from ``spec.definitions`` with ``modules="mpmath"``.
     """
     plain = ExplicitTokens.symbols(n)
     tokens = ExplicitTokens(plain.loss, plain.base, count_symbol=_COUNT)
     example = Example(tokens, SYMBOLIC.alpha, zero_base=zero_base)
-    quantities = [example.lbar, example.bbar, example.ltok, example.btok, example.kappa]
     # factor_terms is exact; it takes 1/sum_s b_s^alpha out of sum_t pi_t l_t, which spares
     # a multiplication per token.
-    outputs = [sp.factor_terms(quantity) for quantity in quantities]
+    outputs: dict[str, sp.Expr | tuple[sp.Expr, ...]] = {
+        name: sp.factor_terms(getattr(example, name)) for name in SUMMARY_NAMES
+    }
     if details:
         shares = example.shares
         # dJ/dl_t is affine in pi_t: A + C pi_t with A, C the same for every token. Taking
         # A and C apart once (exactly) spares a multiplication per token.
         one_share = _ShareAs(example, _SHARE)
-        gradients = [
-            token_gradient(one_share, None, _KEPT),
-            *(term_gradient(term, one_share, None, _KEPT) for term in TERMS),
-        ]
-        outputs += list(shares)
-        for gradient in gradients:
+        gradients = {
+            TOKEN_GRADIENT: token_gradient(one_share, None, _KEPT),
+            **{term.name: term_gradient(term, one_share, None, _KEPT) for term in TERMS},
+        }
+        outputs[SHARES] = shares
+        for name, gradient in gradients.items():
             offset, slope = gradient.subs(_SHARE, 0), sp.diff(gradient, _SHARE)
-            outputs += [offset + slope * share for share in shares]
-    arguments = [*tokens.loss, *tokens.base, *_PARAMETER_SYMBOLS, _KEPT, _COUNT]
-    return _lambdify(arguments, tuple(outputs))
+            outputs[name] = tuple(offset + slope * share for share in shares)
+    arguments = [*tokens.loss, *tokens.base, *(s for s, _ in CONFIG_ARGUMENTS), _KEPT, _COUNT]
+    return Lambdified(arguments, outputs)
 
 
 @cache
-def batch_function(kept: int) -> Callable[..., tuple[Any, ...]]:
-    """``g(lbar_1, bbar_1, ltok_1, btok_1, kappa_1, ..., alpha, eps, c, w_raw..w_cc)``.
+def batch_function(kept: int) -> Lambdified:
+    """``g(lbar_1, bbar_1, ltok_1, btok_1, kappa_1, ..., *config_arguments(config), B')``.
 
-    Returns the eight outputs in MATH.md order, lambdified from ``loss_terms``.
+    Returns the eight outputs by name, in MATH.md order, lambdified from ``loss_terms``.
     """
     summaries = tuple(ExampleSummary.symbols(k) for k in range(1, kept + 1))
     terms = loss_terms(ExplicitBatch(summaries, count_symbol=_KEPT), SYMBOLIC)
-    arguments = [x for summary in summaries for x in summary.as_tuple()]
-    arguments += [*_PARAMETER_SYMBOLS, _KEPT]
-    outputs = tuple(terms[name] for name in LOSS_NAMES)
-    return _lambdify(arguments, outputs)
+    arguments = [getattr(summary, name) for summary in summaries for name in SUMMARY_NAMES]
+    arguments += [*(s for s, _ in CONFIG_ARGUMENTS), _KEPT]
+    return Lambdified(arguments, {name: terms[name] for name in LOSS_NAMES})
 
 
 # ---------------------------------------------------------------------------------------
@@ -280,7 +320,7 @@ def read_config(config: Any) -> dict[str, float]:
     ``config`` is any object with the fields as attributes, or a mapping with them as keys.
     """
     values: dict[str, float] = {}
-    for field in CONFIG_FIELDS.values():
+    for field in _RULES:
         if isinstance(config, Mapping):
             if field not in config:
                 raise ValueError(f"config must have the key {field!r}")
@@ -289,16 +329,7 @@ def read_config(config: Any) -> dict[str, float]:
             if not hasattr(config, field):
                 raise ValueError(f"config must have the attribute {field!r}")
             raw = getattr(config, field)
-        if isinstance(raw, bool) or not isinstance(raw, (int, float, np.integer, np.floating)):
-            raise ValueError(f"config.{field} must be a real number, got {raw!r}")
-        value = float(raw)
-        if not math.isfinite(value):
-            raise ValueError(f"config.{field} must be finite, got {value!r}")
-        if field == CONFIG_FIELDS["c"]:
-            if value <= 0:
-                raise ValueError(f"config.{field} must be > 0, got {value!r}")
-        elif value < 0:
-            raise ValueError(f"config.{field} must be >= 0, got {value!r}")
+        value = check_value(f"config.{field}", raw, _RULES[field])
         values[field] = value
     return values
 
@@ -354,7 +385,7 @@ def _valid_rows(
         for row in rows:
             if row.zero_base:
                 raise ValueError(
-                    "example_inverse_surprisal_epsilon = 0 needs bbar_i > 0 for every kept "
+                    f"{EPSILON.field} = 0 needs bbar_i > 0 for every kept "
                     f"example; example {row.index} has zfree_token_nll = 0 at all of its "
                     "valid positions"
                 )
@@ -380,7 +411,7 @@ def _prepare(
             "token_nll, zfree_token_nll and mask must have the same shape, got "
             f"{shapes[0]}, {shapes[1]} and {shapes[2]}"
         )
-    rows = _valid_rows(ls, bs, valid, cfg[CONFIG_FIELDS["epsilon"]])
+    rows = _valid_rows(ls, bs, valid, cfg[EPSILON.field])
     return cfg, shapes[0], rows
 
 
@@ -395,12 +426,12 @@ def _exact_mpf(value: float | int) -> Any:
 
 def _run(
     cfg: dict[str, float], rows: list[_Row], precision: int, details: bool
-) -> tuple[dict[str, float], list[tuple[Any, ...]]]:
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """Evaluate the lambdified expressions; return the eight values and each row's outputs."""
-    per_row: list[tuple[Any, ...]] = []
+    per_row: list[dict[str, Any]] = []
     with mpmath.workdps(precision):
         mpf = mpmath.mpf
-        parameters = [mpf(cfg[CONFIG_FIELDS[name]]) for name in _ORDER]
+        parameters = config_arguments({field: mpf(value) for field, value in cfg.items()})
         kept_count = mpf(len(rows))
         summaries: list[Any] = []
         for row in rows:
@@ -412,11 +443,11 @@ def _run(
                 kept_count,
                 mpf(n),
             )
-            summaries.extend(out[:5])
+            summaries.extend(out[name] for name in SUMMARY_NAMES)
             per_row.append(out)
         outputs = batch_function(len(rows))(*summaries, *parameters, kept_count)
         # float(mpf) rounds to nearest: one rounding from the high-precision value.
-        values = {name: float(value) for name, value in zip(LOSS_NAMES, outputs, strict=True)}
+        values = {name: float(value) for name, value in outputs.items()}
     return values, per_row
 
 
@@ -447,29 +478,25 @@ def evaluate_details(
     shares = np.zeros((batch_size, width))
     gradient = np.zeros((batch_size, width))
     term_gradients = {term.name: np.zeros((batch_size, width)) for term in TERMS}
-    kappa = np.ones(batch_size)
-    lbar, bbar, ltok, btok = (np.zeros(batch_size) for _ in range(4))
+    per_example = {name: np.full(batch_size, _DROPPED_ROW.get(name, 0.0)) for name in SUMMARY_NAMES}
     kept = np.zeros(batch_size, dtype=bool)
     for row, out in zip(rows, per_row, strict=True):
-        r, n, cols = row.index, len(row.positions), list(row.positions)
+        r, cols = row.index, list(row.positions)
         kept[r] = True
-        lbar[r], bbar[r], ltok[r], btok[r], kappa[r] = (float(x) for x in out[:5])
-        shares[r, cols] = [float(x) for x in out[5 : 5 + n]]
-        gradient[r, cols] = [float(x) for x in out[5 + n : 5 + 2 * n]]
-        for k, array in enumerate(term_gradients.values(), 2):
-            array[r, cols] = [float(x) for x in out[5 + k * n : 5 + (k + 1) * n]]
-    for array in (gradient, *term_gradients.values(), shares, kappa, lbar, bbar, ltok, btok, kept):
+        for name, array in per_example.items():
+            array[r] = float(out[name])
+        shares[r, cols] = [float(x) for x in out[SHARES]]
+        gradient[r, cols] = [float(x) for x in out[TOKEN_GRADIENT]]
+        for name, array in term_gradients.items():
+            array[r, cols] = [float(x) for x in out[name]]
+    for array in (gradient, *term_gradients.values(), shares, *per_example.values(), kept):
         array.setflags(write=False)
     return OracleResult(
         values=values,
         token_gradient=gradient,
         term_gradients=term_gradients,
         shares=shares,
-        kappa=kappa,
-        lbar=lbar,
-        bbar=bbar,
-        ltok=ltok,
-        btok=btok,
+        **per_example,
         kept=kept,
         kept_count=len(rows),
     )

@@ -55,7 +55,15 @@ from spec.family import (
     generic_matched_scale,
     generic_member,
 )
-from spec.oracle import DEFAULT_PRECISION, evaluate_details, example_function
+from spec.oracle import (
+    CONFIG_ARGUMENTS,
+    DEFAULT_PRECISION,
+    SHARES,
+    config_arguments,
+    evaluate_details,
+    example_function,
+)
+from spec.parameters import ALPHA
 from spec.terms import (
     BTOK,
     CC,
@@ -239,9 +247,11 @@ def prove_zero_to_the_zero() -> tuple[str, ...]:
                 bs = [zero] * zeros + [mpmath.mpf(k) for k in range(1, n - zeros + 1)]
                 zero_base = zeros == n
                 one = mpmath.mpf(1)
-                params = [zero, one, one, one, one, one, one, one]  # alpha = 0, eps = c = w = 1
+                # alpha = 0, every other parameter and weight 1
+                config = {field: one for _, field in CONFIG_ARGUMENTS} | {ALPHA.field: zero}
+                params = config_arguments(config)
                 out = example_function(n, zero_base, True)(*ls, *bs, *params, 1, mpmath.mpf(n))
-                shares = out[5 : 5 + n]
+                shares = out[SHARES]
                 claim = f"oracle, n={n}, {zeros} zero b: pi = 1/n at alpha = 0"
                 checks.append(assert_true(all(x == 1 / mpmath.mpf(n) for x in shares), claim))
     return tuple(checks)

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import sympy as sp
 
-# Parameters of the stack (config fields): alpha = token_weight_alpha,
-# epsilon = example_inverse_surprisal_epsilon, c = zfree_reference_scale.
-alpha = sp.Symbol("alpha", nonnegative=True)
-epsilon = sp.Symbol("epsilon", nonnegative=True)
-c = sp.Symbol("c", positive=True)
+from spec.parameters import ALPHA, EPSILON, PARAMETERS, C
+
+# The parameters of the stack have their symbols, with their assumptions and LaTeX, in the
+# parameter registry (``spec/parameters.py``); these are the short names the formulas use.
+alpha = ALPHA.symbol
+epsilon = EPSILON.symbol
+c = C.symbol
 
 # The outputs and the weights of the terms have their symbols in the term registry
 # (``spec/terms.py``), with their LaTeX.
@@ -47,7 +49,7 @@ omega_indexed = sp.IndexedBase("omega", nonnegative=True)
 scale_C = sp.Symbol("C", positive=True)
 
 LATEX_NAMES: dict[sp.Basic, str] = {
-    epsilon: r"\varepsilon",
+    **{p.symbol: p.latex for p in PARAMETERS},
     kept_count: "B'",
     l_indexed.label: "l",
     b_indexed.label: "b",

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import numpy as np
 import sympy as sp
 
+from spec.parameters import PARAMETER_FIELDS
 from spec.variants import Variant, VariantBatch, share_variants
 
 #: ``contribution(example, params)``: x_i, with the output equal to mean_i x_i
@@ -302,15 +303,11 @@ def distinct_weights(values: tuple[float, ...]) -> dict[str, float]:
     return dict(zip(WEIGHT_FIELDS, values, strict=False))
 
 
-def config_mapping(
-    *,
-    token_weight_alpha: float,
-    example_inverse_surprisal_epsilon: float,
-    zfree_reference_scale: float,
-    **weights: float,
-) -> dict[str, float]:
-    """A config for the oracle as a mapping: every weight field of the registry, 0 unless
-    given, then alpha, epsilon and c (which have no neutral value, so they must be given).
+def config_mapping(**values: float) -> dict[str, float]:
+    """A config for the oracle as a mapping: every weight field of the term registry, 0
+    unless given, then every parameter of the parameter registry (``spec.parameters``),
+    which have no neutral value, so they must be given (a ValueError names those missing
+    and any key that is neither).
 
     Example:
         >>> config_mapping(token_weighted_weight=1.0, token_weight_alpha=2.0,
@@ -318,14 +315,17 @@ def config_mapping(
         ... # doctest: +ELLIPSIS
         {'raw_weight': 0.0, ..., 'token_weighted_weight': 1.0, ..., 'zfree_reference_scale': 1.5}
     """
-    unknown = sorted(set(weights) - set(WEIGHT_FIELDS))
+    unknown = sorted(set(values) - set(WEIGHT_FIELDS) - set(PARAMETER_FIELDS))
     if unknown:
-        raise ValueError(f"not weight fields of the term registry: {', '.join(unknown)}")
+        raise ValueError(
+            f"not weight fields of the term registry nor parameters: {', '.join(unknown)}"
+        )
+    missing = [field for field in PARAMETER_FIELDS if field not in values]
+    if missing:
+        raise ValueError(f"config_mapping needs the parameters {', '.join(missing)}")
     return {
-        **{field: weights.get(field, 0.0) for field in WEIGHT_FIELDS},
-        "token_weight_alpha": token_weight_alpha,
-        "example_inverse_surprisal_epsilon": example_inverse_surprisal_epsilon,
-        "zfree_reference_scale": zfree_reference_scale,
+        **{field: values.get(field, 0.0) for field in WEIGHT_FIELDS},
+        **{field: values[field] for field in PARAMETER_FIELDS},
     }
 
 

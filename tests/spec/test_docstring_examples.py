@@ -7,9 +7,10 @@ import doctest
 import pytest
 
 import spec
+import spec.parameters
 
 
-@pytest.mark.parametrize("module", [spec], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [spec, spec.parameters], ids=lambda m: m.__name__)
 def test_docstring_examples(module) -> None:
     failures, tried = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert tried > 0 and failures == 0

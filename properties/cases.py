@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from recon_impl import ReconstructionLossConfig
+from properties.config import ReconstructionLossConfig
 
 DTYPE_NAMES: dict[torch.dtype, str] = {
     torch.float64: "float64",

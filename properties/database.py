@@ -38,7 +38,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 #: hypothesis's own environment variable for its storage directory (default ``.hypothesis``)
 STORAGE_VARIABLE = "HYPOTHESIS_STORAGE_DIRECTORY"
 #: the packages whose records a saved input may hold
-_RECORD_PACKAGES = ("properties.", "recon_impl.")
+_RECORD_PACKAGES = ("properties.",)
 
 
 def storage_directory() -> Path:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from properties.cases import DTYPE_NAMES, LossCase, format_config, format_rows
-from properties.target import Call, is_file_target, split_target
+from properties.target import Call, adapted_target, is_file_target, split_target
 
 
 def import_lines(target: str) -> list[str]:
-    """Lines that bind the target to ``impl``."""
-    module, _, attribute = split_target(target)
+    """Lines that bind the target to ``impl`` (recon_impl's stack: its adapter, which takes
+    the suite's config record)."""
+    module, _, attribute = split_target(adapted_target(target))
     if is_file_target(module):
         return [
             "import importlib.util",
@@ -102,7 +103,7 @@ def render(target: str, invariant_id: str, statement: str, calls: list[Call], me
         f"# recon-spec invariant {invariant_id}: {statement}",
         "import torch",
         "",
-        "from recon_impl import ReconstructionLossConfig",
+        "from properties.config import ReconstructionLossConfig",
         *import_lines(target),
         "",
     ]

@@ -11,6 +11,7 @@ the reference scale c across six orders of magnitude, and padding full of NaN an
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
 
@@ -18,14 +19,12 @@ import torch
 from hypothesis import strategies as st
 
 from properties.cases import LossCase, MaskRows, Rows, round_to
+from properties.config import ReconstructionLossConfig
 from properties.options import LARGEST_MAX_LOSS, MIN_POSITIVE_LOSS
-from recon_impl import ReconstructionLossConfig
+from spec.parameters import ALPHA, EPSILON, PARAMETERS, C, Parameter
+from spec.parameters import COMPARISON_MAX_ALPHA as COMPARISON_MAX_ALPHA  # re-exported
+from spec.parameters import MIN_POSITIVE_EPSILON as MIN_POSITIVE_EPSILON  # re-exported
 from spec.terms import WEIGHT_FIELDS
-
-#: alpha is drawn up to this for comparisons with the oracle; beyond it the tolerance,
-#: which grows with alpha (properties/tolerances.py), says little. Larger alphas are
-#: checked for finiteness and concentration instead.
-COMPARISON_MAX_ALPHA = 1e3
 
 ALL_DTYPES: tuple[torch.dtype, ...] = (
     torch.float64,
@@ -74,7 +73,7 @@ class Domain:
             and length <= self.max_length
             and case.dtype in self.dtypes
             and case.device == self.device
-            and case.config.token_weight_alpha <= self.max_alpha
+            and getattr(case.config, ALPHA.field) <= self.max_alpha
             and all(v <= self.max_loss for v in values)
         )
 
@@ -213,7 +212,41 @@ def mix_coefficients() -> st.SearchStrategy[float]:
     )
 
 
+@dataclass(frozen=True)
+class _Bounds:
+    """The bounds of a domain a parameter's ``Draw`` reads (``max_alpha``, ``max_loss``)."""
+
+    max_alpha: float = DEFAULT_DOMAIN.max_alpha
+    max_loss: float = DEFAULT_DOMAIN.max_loss
+
+
 @cache
+def parameter_values(
+    parameter: Parameter, max_alpha: float = math.inf, max_loss: float = LARGEST_MAX_LOSS
+) -> st.SearchStrategy[float]:
+    """Values of ``parameter`` as its ``Draw`` (``spec.parameters``) says: its edges first
+    (the first is where a case shrinks to), then its further edges and the largest value,
+    a narrow range, and its whole range, up to what the domain's bounds allow."""
+    how = parameter.draw
+    high = how.high(_Bounds(max_alpha, max_loss))
+    branches = [st.sampled_from([v for v in how.edges if v <= high])]
+    if how.more_edges is not None:
+        branches.append(st.sampled_from([v for v in how.more_edges if v < high] + [high]))
+    if how.near is not None:
+        branches.append(st.floats(how.low, min(how.near, high)))
+    if how.decades:
+        branches.append(
+            st.builds(
+                lambda k, m: m * 10.0**k,
+                st.integers(round(math.log10(how.low)), round(math.log10(high))),
+                st.floats(1.0, 10.0, exclude_max=True),
+            )
+        )
+    else:
+        branches.append(st.floats(how.low, high))
+    return st.one_of(*branches)
+
+
 def alphas(max_alpha: float = COMPARISON_MAX_ALPHA) -> st.SearchStrategy[float]:
     """alpha >= 0: exactly 1 (the default) and 0 first, then small and large values.
 
@@ -222,54 +255,35 @@ def alphas(max_alpha: float = COMPARISON_MAX_ALPHA) -> st.SearchStrategy[float]:
     No branch takes fewer choices than the first (a ``just`` would): hypothesis shrinks
     towards fewer choices first, and alpha would shrink to the largest instead of to 1.
     """
-    max_alpha = min(max_alpha, COMPARISON_MAX_ALPHA)
-    return st.one_of(
-        st.sampled_from([a for a in (1.0, 0.0) if a <= max_alpha]),
-        st.sampled_from([a for a in (2.0, 0.5) if a < max_alpha] + [max_alpha]),
-        st.floats(0.0, min(4.0, max_alpha)),
-        st.floats(0.0, max_alpha),
-    )
+    return parameter_values(ALPHA, max_alpha=max_alpha)
 
 
-#: the smallest positive epsilon drawn: l/eps stays below 1e12 for losses up to 1e4, so
-#: every exact output is representable in float32 (a smaller epsilon makes R_ex overflow,
-#: which no implementation can help).
-MIN_POSITIVE_EPSILON = 1e-8
-
-
-@cache
 def epsilons(max_loss: float = DEFAULT_DOMAIN.max_loss) -> st.SearchStrategy[float]:
     """epsilon >= 0: the default, 0, and values up to larger than every loss."""
-    return st.one_of(
-        st.sampled_from([MIN_POSITIVE_EPSILON, 0.0, 1.0]),
-        st.floats(MIN_POSITIVE_EPSILON, max(10.0 * max_loss, 1.0)),
-    )
+    return parameter_values(EPSILON, max_loss=max_loss)
 
 
-@cache
 def reference_scales() -> st.SearchStrategy[float]:
     """c > 0 across orders of magnitude: 1 (the default), the extremes 10^-3 and 10^3, and
     10^k * m for k in [-3, 3], m in [1, 10)."""
-    return st.one_of(
-        st.sampled_from([1.0, 1e-3, 1e3]),
-        st.builds(
-            lambda k, m: m * 10.0**k,
-            st.integers(-3, 3),
-            st.floats(1.0, 10.0, exclude_max=True),
-        ),
-    )
+    return parameter_values(C)
 
 
 @st.composite
 def configs(
     draw: st.DrawFn, domain: Domain = DEFAULT_DOMAIN, *, alpha: float | None = None
 ) -> ReconstructionLossConfig:
-    """Configs with zero and non-zero weights; ``alpha`` pins the exponent when given."""
+    """Configs with zero and non-zero weights, and every parameter of the registry drawn as
+    its record says; ``alpha`` pins the exponent when given."""
+    pinned = {} if alpha is None else {ALPHA.field: alpha}
     return ReconstructionLossConfig(
         **{name: draw(weights()) for name in WEIGHT_NAMES},
-        token_weight_alpha=draw(alphas(domain.max_alpha)) if alpha is None else alpha,
-        example_inverse_surprisal_epsilon=draw(epsilons(domain.max_loss)),
-        zfree_reference_scale=draw(reference_scales()),
+        **{
+            p.field: pinned[p.field]
+            if p.field in pinned
+            else draw(parameter_values(p, domain.max_alpha, domain.max_loss))
+            for p in PARAMETERS
+        },
     )
 
 
@@ -280,13 +294,45 @@ def has_kept_example_without_surprisal(zfree: Rows, mask: MaskRows) -> bool:
     )
 
 
+def _without_surprisal(case: LossCase) -> LossCase:
+    zeros = tuple(
+        tuple(0.0 if valid else v for v, valid in zip(row, m, strict=True))
+        for row, m in zip(case.zfree_token_nll, case.mask, strict=True)
+    )
+    return replace(case, zfree_token_nll=zeros)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """Inputs on which a parameter's ``Repair`` value is an error: whether a case is such
+    an input (``make_valid`` repairs it), and how to make one (validation does, on purpose)."""
+
+    holds: Callable[[LossCase], bool]
+    make: Callable[[LossCase], LossCase]
+
+
+#: the conditions a parameter's ``Repair`` (``spec.parameters``) names, by name
+REPAIR_CONDITIONS: dict[str, Condition] = {
+    "kept-example-without-surprisal": Condition(
+        lambda case: has_kept_example_without_surprisal(case.zfree_token_nll, case.mask),
+        _without_surprisal,
+    ),
+}
+
+
 def make_valid(case: LossCase) -> LossCase:
-    """Repair the one error case a random draw can hit: epsilon = 0 with a kept example
-    whose z-free losses are all 0 gets the default epsilon instead."""
-    if case.config.example_inverse_surprisal_epsilon == 0 and has_kept_example_without_surprisal(
-        case.zfree_token_nll, case.mask
-    ):
-        return case.with_config(example_inverse_surprisal_epsilon=1e-8)
+    """Repair the error cases a random draw can hit: a parameter at the value its
+    ``Repair`` (``spec.parameters``) names, on inputs its condition holds for, gets the
+    repair's value instead (epsilon = 0 with a kept example whose z-free losses are all 0
+    gets the default epsilon)."""
+    for parameter in PARAMETERS:
+        repair = parameter.repair
+        if (
+            repair is not None
+            and getattr(case.config, parameter.field) == repair.value
+            and REPAIR_CONDITIONS[repair.condition].holds(case)
+        ):
+            case = case.with_config(**{parameter.field: repair.replacement})
     return case
 
 

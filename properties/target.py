@@ -1,8 +1,10 @@
 """The implementation under test: naming it, loading it, calling it, recording every call.
 
 An implementation is any callable ``f(token_nll, zfree_token_nll, mask, config)`` that
-returns a mapping with the eight MATH.md names (``config`` is a
-``recon_impl.ReconstructionLossConfig``; write a small adapter onto your own config).
+returns a mapping with the eight MATH.md names. ``config`` is the suite's own record
+(``properties.config.ReconstructionLossConfig``: the seed's fields, by their names); write
+a small adapter onto your own config. The bundled ``recon_impl:reconstruction_losses`` is
+called through such an adapter (``properties/default_target.py``), named or the default.
 Every call an invariant makes goes through a ``Probe``, which keeps the inputs and outputs
 so that a failure can be replayed as a standalone script, and tells an observer (the
 worker process, ``properties/worker.py``) when each call starts and ends, so that a call
@@ -39,6 +41,8 @@ from spec.definitions import LOSS_NAMES
 from spec.terms import TOTAL
 
 DEFAULT_TARGET = "recon_impl:reconstruction_losses"
+#: the adapter that stands for recon_impl's stack: it converts the suite's config record
+DEFAULT_TARGET_ADAPTER = "properties.default_target:reconstruction_losses"
 ENVIRONMENT_VARIABLE = "RECON_IMPL"
 
 Implementation = Callable[..., Mapping[str, torch.Tensor]]
@@ -80,6 +84,15 @@ def split_target(name: str) -> tuple[str, str, str]:
     """``(module, ":", callable)`` of ``MODULE:CALLABLE``, split at the last colon: a file
     path may hold colons (``runs/2026-12-02T10:00/adapter.py:losses``), a callable never."""
     return name.rpartition(":") if ":" in name else (name, "", "")
+
+
+def adapted_target(name: str) -> str:
+    """What the suite imports for the target ``name``: recon_impl's stack (from
+    ``recon_impl`` or one of its modules) through its adapter, anything else as named."""
+    module, _, attribute = split_target(name)
+    in_recon_impl = module == "recon_impl" or module.startswith("recon_impl.")
+    is_stack = in_recon_impl and attribute == "reconstruction_losses"
+    return DEFAULT_TARGET_ADAPTER if is_stack else name
 
 
 def is_file_target(module_name: str) -> bool:
@@ -133,7 +146,7 @@ def load_target(name: str | None = None) -> tuple[str, Implementation]:
     Runs the target's module: call it in a worker process, never in the one that reports.
     """
     name = target_name(name)
-    module_name, _, attribute = split_target(name)
+    module_name, _, attribute = split_target(adapted_target(name))
     value: Any = import_module_named(module_name)
     for part in attribute.split("."):
         if not hasattr(value, part):

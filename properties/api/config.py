@@ -26,8 +26,8 @@ from properties.api.strategies import (
     invalid_values,
     other_numbers,
 )
+from properties.config import ReconstructionLossConfig
 from properties.invariant import InvariantViolation, NamedInput
-from recon_impl import ReconstructionLossConfig
 from spec.api import (
     CONFIG_CLASSES,
     DISENTANGLEMENT_CONFIG,

@@ -10,7 +10,7 @@ from ``spec.api``; the loss cases are ``properties.strategies``'.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from properties.api.probe import Build, literal
 from properties.cases import LossCase, format_mix, round_to
+from properties.config import ReconstructionLossConfig
 from properties.strategies import (
     DEFAULT_DOMAIN,
     Domain,
@@ -29,7 +30,6 @@ from properties.strategies import (
     weights,
 )
 from properties.tolerances import computation_dtype
-from recon_impl import ReconstructionLossConfig
 from spec.api import (
     AUXILIARY_NAMES,
     AUXILIARY_TERMS,
@@ -72,7 +72,7 @@ def _changed(values: dict[str, Any], defaults: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class ConfigValues:
     """Valid values of every field of both classes: ``reconstruction`` holds the nested
-    ones (a ``recon_impl`` config only as a record of values), ``outer`` the fields of
+    ones (the suite's config record, ``properties.config``), ``outer`` the fields of
     ``DisentanglementLossConfig`` that differ from the seed's defaults."""
 
     reconstruction: ReconstructionLossConfig
@@ -578,7 +578,3 @@ __all__ = [
     "total_loss_cases",
     "total_loss_mixes",
 ]
-
-assert [f.name for f in fields(ReconstructionLossConfig)] == list(RECONSTRUCTION_DEFAULTS), (
-    "properties records valid nested values in recon_impl's config, field for field"
-)

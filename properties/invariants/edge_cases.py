@@ -15,8 +15,9 @@ from typing import Any
 import torch
 
 from properties.cases import LossCase
+from properties.config import ReconstructionLossConfig
 from properties.invariant import NamedInput
-from recon_impl import ReconstructionLossConfig
+from spec.parameters import BY_NAME
 from spec.terms import distinct_weights
 
 NAN, INF = math.nan, math.inf
@@ -24,8 +25,11 @@ NAN, INF = math.nan, math.inf
 ALL_WEIGHTS = distinct_weights((1.0, 0.5, 0.25, 2.0, 1.5, 0.75, 3.0, 0.125))
 
 
-def _config(**changes: float) -> ReconstructionLossConfig:
-    return ReconstructionLossConfig(**{**ALL_WEIGHTS, **changes})
+def _config(weights: dict[str, float] = ALL_WEIGHTS, **changes: float) -> ReconstructionLossConfig:
+    """A config of ``weights`` (the defaults where not given), with ``changes``: weight
+    fields, or parameters by their registry names (``alpha=0.0``)."""
+    named = {(BY_NAME[k].field if k in BY_NAME else k): v for k, v in changes.items()}
+    return ReconstructionLossConfig(**{**weights, **named})
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ EDGE_CASES: dict[str, EdgeCase] = {
             token_nll=((1.0, 2.0, 3.0),),
             zfree_token_nll=((0.0, 1.0, 2.0),),
             mask=((True, True, True),),
-            config=_config(token_weight_alpha=0.0, example_inverse_surprisal_epsilon=0.0),
+            config=_config(alpha=0.0, epsilon=0.0),
         ),
     ),
     "tiny-alpha-zero-surprisal": EdgeCase(
@@ -61,7 +65,7 @@ EDGE_CASES: dict[str, EdgeCase] = {
             token_nll=((1.0, 5.0, 2.0),),
             zfree_token_nll=((2.0, 0.0, 1.0),),
             mask=((True, True, True),),
-            config=_config(token_weight_alpha=1e-300),
+            config=_config(alpha=1e-300),
             dtype=torch.float32,
         ),
     ),
@@ -71,7 +75,7 @@ EDGE_CASES: dict[str, EdgeCase] = {
             token_nll=((1.0, 3.0), (2.0, 0.0)),
             zfree_token_nll=((0.0, 0.0), (4.0, 0.0)),
             mask=((True, True), (True, False)),
-            config=_config(token_weight_alpha=2.0, example_inverse_surprisal_epsilon=0.5),
+            config=_config(alpha=2.0, epsilon=0.5),
         ),
     ),
     "empty-row": EdgeCase(
@@ -89,7 +93,7 @@ EDGE_CASES: dict[str, EdgeCase] = {
             token_nll=((2.0,), (4.0,)),
             zfree_token_nll=((0.5,), (3.0,)),
             mask=((True,), (True,)),
-            config=_config(token_weight_alpha=3.0),
+            config=_config(alpha=3.0),
         ),
     ),
     "huge-alpha-float32": EdgeCase(
@@ -98,7 +102,7 @@ EDGE_CASES: dict[str, EdgeCase] = {
             token_nll=((1.0, 2.0, 3.0), (4.0, 5.0, 6.0)),
             zfree_token_nll=((1e4, 9000.0, 0.5), (1e4, 1e4, 2.0)),
             mask=((True, True, True), (True, True, True)),
-            config=_config(token_weight_alpha=1e3),
+            config=_config(alpha=1e3),
             dtype=torch.float32,
         ),
     ),
@@ -108,7 +112,7 @@ EDGE_CASES: dict[str, EdgeCase] = {
             token_nll=((1.0, 5.0, 9.0),),
             zfree_token_nll=((3.0, 3.0, 1.0),),
             mask=((True, True, True),),
-            config=_config(token_weight_alpha=7.0),
+            config=_config(alpha=7.0),
         ),
     ),
     "uneven-concentration-rows": EdgeCase(
@@ -118,7 +122,7 @@ EDGE_CASES: dict[str, EdgeCase] = {
             token_nll=((1.0, 1.0), (1.0, 1.0)),
             zfree_token_nll=((1.0, 1.0), (0.0, 100.0)),
             mask=((True, True), (True, True)),
-            config=_config(token_weight_alpha=1.0),
+            config=_config(alpha=1.0),
         ),
     ),
     "large-epsilon-tiny-scale": EdgeCase(
@@ -127,7 +131,7 @@ EDGE_CASES: dict[str, EdgeCase] = {
             token_nll=((1.0, 2.0),),
             zfree_token_nll=((0.25, 0.75),),
             mask=((True, True),),
-            config=_config(example_inverse_surprisal_epsilon=1e5, zfree_reference_scale=1e-3),
+            config=_config(epsilon=1e5, c=1e-3),
         ),
     ),
     "overflowing-term-epsilon-zero": EdgeCase(
@@ -139,7 +143,7 @@ EDGE_CASES: dict[str, EdgeCase] = {
             token_nll=((1.0e4, 5.0e3), (INF, 4.0)),
             zfree_token_nll=((0.5, 1.5), (0.0, INF)),
             mask=((True, True), (False, False)),
-            config=_config(example_inverse_surprisal_epsilon=0.0, zfree_reference_scale=1e-36),
+            config=_config(epsilon=0.0, c=1e-36),
             dtype=torch.float32,
         ),
     ),
@@ -151,7 +155,7 @@ EDGE_CASES: dict[str, EdgeCase] = {
             token_nll=((1.0, 0.0, 1.0, 1.0, 1.0), (0.0, 0.0, 0.0, 0.0, 0.0)),
             zfree_token_nll=((0.0, 6.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 0.0, 0.0)),
             mask=((True, True, True, True, True), (False, False, False, False, False)),
-            config=ReconstructionLossConfig(raw_weight=0.0, token_weight_alpha=52.0),
+            config=_config({}, raw_weight=0.0, alpha=52.0),
             dtype=torch.bfloat16,
         ),
     ),
@@ -162,7 +166,7 @@ EDGE_CASES: dict[str, EdgeCase] = {
             token_nll=((0.0, 0.0, 0.0, 0.0, 1.0),),
             zfree_token_nll=((6.0, 6.0, 6.0, 6.0, 0.5),),
             mask=((True, True, True, True, True),),
-            config=_config(raw_weight=0.0, token_weight_alpha=27.5),
+            config=_config(raw_weight=0.0, alpha=27.5),
             dtype=torch.float32,
         ),
     ),
@@ -173,8 +177,8 @@ EDGE_CASES: dict[str, EdgeCase] = {
             token_nll=((1.0,) * 7,) * 5,
             zfree_token_nll=((1.0,) * 7,) * 5,
             mask=((True,) * 7,) * 5,
-            config=ReconstructionLossConfig(
-                raw_weight=0.0, normalized_concentration_corrected_token_weighted_weight=0.001
+            config=_config(
+                {}, raw_weight=0.0, normalized_concentration_corrected_token_weighted_weight=0.001
             ),
             dtype=torch.float16,
         ),
@@ -185,7 +189,7 @@ EDGE_CASES: dict[str, EdgeCase] = {
             token_nll=((0.1, 7.5, 1000.0), (2.0, 0.0, 0.0)),
             zfree_token_nll=((0.3, 6.0, 900.0), (1.5, 0.0, 0.0)),
             mask=((True, True, True), (True, False, False)),
-            config=_config(token_weight_alpha=1.5),
+            config=_config(alpha=1.5),
             dtype=torch.float16,
         ),
     ),

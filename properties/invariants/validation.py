@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from properties.cases import LossCase
 from properties.invariant import Invariant, InvariantViolation, NamedInput
-from properties.strategies import Domain, loss_cases
+from properties.strategies import REPAIR_CONDITIONS, Domain, loss_cases
 from properties.target import Probe
+from spec.parameters import PARAMETERS, Parameter
 
 
 def _set_first_valid(rows, mask, value):
@@ -39,12 +40,13 @@ def _no_valid_token(case: LossCase, _: float) -> LossCase:
     return replace(case, mask=tuple(tuple(False for _ in row) for row in case.mask))
 
 
-def _epsilon_zero_without_surprisal(case: LossCase, _: float) -> LossCase:
-    zeros = tuple(
-        tuple(0.0 if valid else v for v, valid in zip(row, m, strict=True))
-        for row, m in zip(case.zfree_token_nll, case.mask, strict=True)
-    )
-    return replace(case, zfree_token_nll=zeros).with_config(example_inverse_surprisal_epsilon=0.0)
+def _repair_undone(parameter: Parameter) -> Callable[[LossCase, float], LossCase]:
+    """What ``make_valid`` repairs, made on purpose: the parameter at its repair's value on
+    inputs of its repair's condition (epsilon = 0 with an example whose bbar = 0)."""
+    repair = parameter.repair
+    assert repair is not None
+    make = REPAIR_CONDITIONS[repair.condition].make
+    return lambda case, _: make(case).with_config(**{parameter.field: repair.value})
 
 
 #: error kind -> (how to make it from a valid case, the argument the message must name)
@@ -53,10 +55,8 @@ CORRUPTIONS: dict[str, tuple[Callable[[LossCase, float], LossCase], str]] = {
     "non-finite zfree_token_nll at a valid position": (_bad_zfree, "zfree_token_nll"),
     "negative zfree_token_nll at a valid position": (_bad_zfree, "zfree_token_nll"),
     "no valid token in the batch": (_no_valid_token, "mask"),
-    "epsilon = 0 with an example whose bbar = 0": (
-        _epsilon_zero_without_surprisal,
-        "epsilon",
-    ),
+    # a parameter's value that is an error only with some inputs (the parameter registry)
+    **{p.repair.error: (_repair_undone(p), p.name) for p in PARAMETERS if p.repair is not None},
 }
 
 

@@ -91,10 +91,10 @@ def test_a_narrowed_domain_makes_some_invariants_not_applicable() -> None:
     import torch
     from hypothesis import settings
 
+    from properties.default_target import reconstruction_losses
     from properties.profiles import profile_settings
     from properties.runner import run_invariant
     from properties.strategies import Domain
-    from recon_impl import reconstruction_losses
 
     quick = settings(profile_settings("ci"), max_examples=5)
     full_only = Domain(dtypes=(torch.float64,), max_alpha=10.0)

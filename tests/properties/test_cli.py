@@ -83,7 +83,7 @@ def test_failing_target_exits_1_with_a_reproduction() -> None:
 def test_file_path_targets_and_parallel_workers(tmp_path: Path) -> None:
     adapter = tmp_path / "mine.py"
     adapter.write_text(
-        "from recon_impl import reconstruction_losses\n"
+        "from properties.default_target import reconstruction_losses\n"
         "def losses(l, b, m, config):\n"
         "    return reconstruction_losses(l, b, m, config)\n"
     )

@@ -98,7 +98,7 @@ def test_diagnosis_names_a_non_finite_output_first() -> None:
 
 def test_a_relational_failure_on_a_nan_output_says_so() -> None:
     def nan_kappa(token_nll, zfree_token_nll, mask, config):
-        from recon_impl import reconstruction_losses
+        from properties.default_target import reconstruction_losses
 
         outputs = dict(reconstruction_losses(token_nll, zfree_token_nll, mask, config))
         outputs["token_concentration_factor"] = outputs["token_concentration_factor"] * math.nan

@@ -16,6 +16,7 @@ from hypothesis import settings
 
 from properties.cases import LossCase
 from properties.database import FailureStore, decode, encode
+from properties.default_target import reconstruction_losses
 from properties.invariant import Invariant
 from properties.invariants import by_id
 from properties.invariants.edge_cases import EDGE_CASES
@@ -23,7 +24,6 @@ from properties.profiles import profile_settings
 from properties.runner import BOUNDED_SHRINK_CALLS, SAVED, run_invariant
 from properties.strategies import Domain, loss_cases
 from properties.zoo import wrong
-from recon_impl import reconstruction_losses
 
 DEV = profile_settings("dev")
 CI = profile_settings("ci")

@@ -222,12 +222,13 @@ def test_every_invariant_draws_and_holds_in_the_narrowest_domains_the_options_al
 ) -> None:
     import recon_impl
     from properties import api, invariants
+    from properties.default_target import reconstruction_losses
     from properties.profiles import profile_settings
     from properties.runner import run_invariant
 
     few = settings(profile_settings("ci"), max_examples=5)
     for invariant in (*invariants.INVARIANTS, *api.INVARIANTS):
-        target = recon_impl if invariant in api.INVARIANTS else recon_impl.reconstruction_losses
+        target = recon_impl if invariant in api.INVARIANTS else reconstruction_losses
         result = run_invariant(invariant, target, target="recon_impl", settings=few, domain=domain)
         message = result.failure.message if result.failure else ""
         assert result.status in ("passed", "not applicable"), f"{invariant.id}: {message}"

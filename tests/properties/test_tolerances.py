@@ -8,6 +8,7 @@ import torch
 from hypothesis import given, settings
 
 from properties.cases import LossCase
+from properties.default_target import reconstruction_losses
 from properties.invariants.edge_cases import EDGE_CASES
 from properties.oracle import expected
 from properties.strategies import loss_cases
@@ -18,7 +19,6 @@ from properties.tolerances import (
     share_amplification,
     underflow_unit,
 )
-from recon_impl import reconstruction_losses
 
 #: properties of every drawn case: random, so that each seed (CI runs several) draws anew
 SOME = settings(max_examples=200, deadline=None, database=None)

@@ -79,7 +79,7 @@ def test_each_named_mistake_is_rejected_by_the_invariant_that_names_it(
 
 
 def test_a_bad_tensor_error_must_say_its_rule_not_only_the_argument() -> None:
-    from recon_impl import reconstruction_losses
+    from properties.default_target import reconstruction_losses
 
     def wrong_rule(token_nll, zfree_token_nll, mask, config):
         if isinstance(token_nll, torch.Tensor) and not token_nll.is_floating_point():
@@ -123,7 +123,7 @@ def test_correct_but_different_implementations_are_accepted(name: str, domain: D
 
 @pytest.mark.parametrize("invariant", select(include_opt_in=True), ids=lambda i: i.id)
 def test_the_bundled_implementation_conforms(invariant) -> None:
-    from recon_impl import reconstruction_losses
+    from properties.default_target import reconstruction_losses
 
     result = run_invariant(
         invariant,

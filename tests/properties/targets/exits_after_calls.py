@@ -2,7 +2,7 @@
 
 import os
 
-from recon_impl import reconstruction_losses
+from properties.default_target import reconstruction_losses
 
 calls = 0
 

@@ -4,7 +4,7 @@ worker, a metrics daemon), which keeps every file descriptor it inherited."""
 import os
 import subprocess
 
-from recon_impl import reconstruction_losses as losses
+from properties.default_target import reconstruction_losses as losses
 
 _child = subprocess.Popen(["sleep", os.environ.get("CHILD_SECONDS", "60")], close_fds=False)
 if "CHILD_PID_FILE" in os.environ:

@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from recon_impl import reconstruction_losses
+from properties.default_target import reconstruction_losses
 
 
 def losses(token_nll, zfree_token_nll, mask, config):

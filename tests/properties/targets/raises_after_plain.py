@@ -10,7 +10,7 @@ import hypothesis
 import pytest
 import torch
 
-from recon_impl import reconstruction_losses
+from properties.default_target import reconstruction_losses
 
 calls = 0
 

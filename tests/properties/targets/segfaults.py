@@ -2,7 +2,7 @@
 
 import ctypes
 
-from recon_impl import reconstruction_losses
+from properties.default_target import reconstruction_losses
 
 
 def losses(token_nll, zfree_token_nll, mask, config):

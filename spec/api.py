@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from spec.parameters import PARAMETERS, WEIGHT_RULE
+from spec.parameters import ALPHA, PARAMETERS, WEIGHT_RULE
 from spec.terms import DIST, LOSS_NAMES, RAW, TERMS
 
 #: the five public names an API module exposes (recon_impl's), in the seed's order of topics
@@ -159,7 +159,7 @@ TOTAL_LOSS = "total_loss"
 #: every name compute_total_loss may return: the eight, the auxiliary terms given, the total
 BUNDLE_NAMES: tuple[str, ...] = (*LOSS_NAMES, *AUXILIARY_NAMES, TOTAL_LOSS)
 #: run metadata (the config's dict), never a bundle entry (seed, "Returned scalar losses")
-METADATA_ONLY: tuple[str, ...] = ("token_weight_alpha",)
+METADATA_ONLY: tuple[str, ...] = (ALPHA.field,)
 
 
 def effective_weights(values: Mapping[str, Any]) -> dict[str, float]:

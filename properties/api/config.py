@@ -35,6 +35,7 @@ from spec.api import (
     RECONSTRUCTION_CONFIG,
     ROUTER_SUPPORT_SWITCH,
 )
+from spec.parameters import ALPHA, C
 
 BOTH = (RECONSTRUCTION_CONFIG, DISENTANGLEMENT_CONFIG)
 CONFIG_REFS = ("API.md#config",)
@@ -344,7 +345,7 @@ def check_metadata(probe: ApiProbe, drawn: Metadata) -> None:
         metadata = probe.to_dict(instance, drawn=drawn)
         problems += _missing_from(metadata, expected, "config.to_dict()")
     if problems:
-        alpha = next((p for p in problems if "token_weight_alpha" in p), None)
+        alpha = next((p for p in problems if ALPHA.field in p), None)
         raise _violation(
             "the run metadata must carry every field, token_weight_alpha included: "
             + "; ".join([alpha] if alpha else problems[:4]),
@@ -464,7 +465,7 @@ INVARIANTS = (
             NamedInput(
                 "zero-scale",
                 "c = 0 divides R_dist and R_cc by zero",
-                InvalidValue(RECONSTRUCTION_CONFIG, "zfree_reference_scale", 0.0, "not > 0"),
+                InvalidValue(RECONSTRUCTION_CONFIG, C.field, 0.0, "not > 0"),
             ),
             NamedInput(
                 "string-switch",

@@ -25,6 +25,7 @@ from properties.strategies import (
 from properties.target import Probe
 from properties.tolerances import unit_roundoff
 from spec.terms import BTOK, CC, DIST, KAPPA, RAW, TOK
+from spec.terms import TERMS as TERM_RECORDS
 
 # --- linear in l -------------------------------------------------------------------------
 
@@ -94,14 +95,14 @@ def weight_pairs(draw: st.DrawFn, domain: Domain) -> WeightPair:
 def check_linear_in_weights(probe: Probe, drawn: WeightPair) -> None:
     case, second_weights = drawn.case, dict(drawn.second_weights)
     f1 = probe.values(case)
-    terms = [f1[name] for name in TERMS]
-    w1 = [getattr(case.config, name) for name in WEIGHT_NAMES]
+    # each term's weight and value, by the term registry's record
+    weighted = [(getattr(case.config, t.weight_field), f1[t.name]) for t in TERM_RECORDS]
     tol = tolerance(case)
     assert_values_close(
         {TOTAL: f1[TOTAL]},
-        {TOTAL: sum(w * r for w, r in zip(w1, terms, strict=True))},
+        {TOTAL: sum(w * r for w, r in weighted)},
         tol,
-        scales={TOTAL: sum(w * abs(r) for w, r in zip(w1, terms, strict=True))},
+        scales={TOTAL: sum(w * abs(r) for w, r in weighted)},
         what="J = w_raw R_raw + w_dist R_dist + w_ex R_ex + w_tok R_tok + w_cc R_cc, "
         "with the terms this call returned",
         case=case,

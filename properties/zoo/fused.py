@@ -26,7 +26,17 @@ import torch
 from torch import Tensor
 
 from properties.zoo.textbook import textbook_losses
-from spec.terms import BTOK, CC, DIAGNOSTIC_NAMES, KAPPA, LOSS_NAMES, TERMS, TOK, TOTAL_NAME
+from spec.terms import (
+    BTOK,
+    CC,
+    DIAGNOSTIC_NAMES,
+    KAPPA,
+    LOSS_NAMES,
+    TERM_NAMES,
+    TERMS,
+    TOK,
+    TOTAL_NAME,
+)
 
 #: the term each diagnostic is built like (the same shares, b for l)
 BUILT_LIKE = {TOK.name: BTOK.name, CC.name: KAPPA.name}
@@ -60,32 +70,40 @@ SLIPS: dict[str, tuple[str, str]] = {
 }
 
 
-def _token_weights(token_nll: Tensor, zfree: Tensor, mask: Tensor, config: Any) -> list[Tensor]:
-    """G_k = dR_k/dl of each term, from autograd through the textbook (float32 or better)."""
+def _token_weights(
+    token_nll: Tensor, zfree: Tensor, mask: Tensor, config: Any
+) -> dict[str, Tensor]:
+    """G_k = dR_k/dl of each term, by name, from autograd through the textbook (float32 or
+    better)."""
     dtype = torch.promote_types(token_nll.dtype, torch.float32)
     with torch.enable_grad():
         leaf = token_nll.detach().to(dtype).requires_grad_()
         values = textbook_losses(leaf, zfree.detach(), mask, config)
-        return [
-            torch.autograd.grad(values[term.name], leaf, retain_graph=True)[0] for term in TERMS
-        ]
+        return {
+            term.name: torch.autograd.grad(values[term.name], leaf, retain_graph=True)[0]
+            for term in TERMS
+        }
 
 
 def _gradient(
-    upstream: dict[str, Tensor | None], weights: list[Tensor], config: Any, slip: str | None
+    upstream: dict[str, Tensor | None],
+    weights: dict[str, Tensor],
+    config: Any,
+    slip: str | None,
 ) -> Tensor:
     """sum_k (g_k + w_k g_J) G_k, with ``slip`` in it; None upstream gradients are absent."""
     total = upstream[TOTAL_NAME]
-    term_weights = [getattr(config, term.weight_field) for term in TERMS]
+    term_weights = {term.name: getattr(config, term.weight_field) for term in TERMS}
     if slip == "first-upstream-only":
         first = next(name for name in LOSS_NAMES if upstream[name] is not None)
         upstream = {name: (g if name == first else None) for name, g in upstream.items()}
         total = upstream[TOTAL_NAME]
     if slip == "total-weights-only":
         present = [g for g in upstream.values() if g is not None]
-        return sum(present) * sum(w * g for w, g in zip(term_weights, weights, strict=True))
-    grad = torch.zeros_like(weights[0])
-    for term, weight, token_weights in zip(TERMS, term_weights, weights, strict=True):
+        return sum(present) * sum(term_weights[name] * g for name, g in weights.items())
+    grad = torch.zeros_like(next(iter(weights.values())))
+    for term in TERMS:
+        weight, token_weights = term_weights[term.name], weights[term.name]
         own = upstream[term.name]
         if slip == "term-gradient-scaled" and term is CC and own is not None:
             own = 2 * own
@@ -107,7 +125,7 @@ class _FusedStack(torch.autograd.Function):
         if slip != "diagnostics-differentiable":
             ctx.mark_non_differentiable(*(outputs[LOSS_NAMES.index(n)] for n in DIAGNOSTIC_NAMES))
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(*_token_weights(token_nll, zfree, mask, config))
+        ctx.save_for_backward(*_token_weights(token_nll, zfree, mask, config).values())
         ctx.config, ctx.slip = config, slip
         return outputs
 
@@ -115,8 +133,11 @@ class _FusedStack(torch.autograd.Function):
     def backward(ctx: Any, *upstream: Tensor | None):  # type: ignore[override]
         no_grad = torch.no_grad() if ctx.slip == "no-grad-backward" else contextlib.nullcontext()
         with no_grad:
+            # autograd hands the upstream gradients and the saved tensors back in the order
+            # forward returned and saved them: the outputs', the terms'
             given = dict(zip(LOSS_NAMES, upstream, strict=True))
-            grad = _gradient(given, list(ctx.saved_tensors), ctx.config, ctx.slip)
+            weights = dict(zip(TERM_NAMES, ctx.saved_tensors, strict=True))
+            grad = _gradient(given, weights, ctx.config, ctx.slip)
         return grad, None, None, None, None
 
 

@@ -12,6 +12,7 @@ import spec.api
 from recon_impl.total_loss import AUXILIARY_TERM_NAMES, auxiliary_term_weights
 from recon_impl.trainer_flags import RECONSTRUCTION_FLAGS, REMOVED_FLAGS
 from spec import api, terms
+from spec.parameters import PARAMETERS
 
 
 def test_docstring_examples() -> None:
@@ -25,7 +26,8 @@ def test_the_weight_fields_and_flags_come_from_the_term_registry() -> None:
     assert [f.name for f in weights] == list(terms.WEIGHT_FIELDS)
     assert [f.flag for f in weights] == [term.flag for term in terms.TERMS]
     assert list(api.FLAGS.values()) == [f.name for f in fields if f.flag]
-    assert len(api.FLAGS) == len(terms.TERMS) + 2  # the weights', alpha's and epsilon's
+    # the weights', and those of the parameters that have one (alpha's and epsilon's)
+    assert len(api.FLAGS) == len(terms.TERMS) + sum(p.flag is not None for p in PARAMETERS)
     assert terms.DIST.flag == api.REPLACEMENT_FLAG
     assert api.BUNDLE_NAMES[: len(terms.LOSS_NAMES)] == terms.LOSS_NAMES
 

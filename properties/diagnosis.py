@@ -16,6 +16,7 @@ import numpy as np
 from properties.assertions import close
 from properties.cases import LossCase
 from properties.tolerances import Tolerance, case_tolerance
+from spec.parameters import PARAMETERS
 from spec.terms import OUTPUTS, TERMS, TOTAL
 from spec.variants import VariantBatch
 
@@ -26,9 +27,7 @@ def variant_batch(case: LossCase) -> VariantBatch:
         case.token_nll,
         case.zfree_token_nll,
         case.mask,
-        alpha=config.token_weight_alpha,
-        epsilon=config.example_inverse_surprisal_epsilon,
-        c=config.zfree_reference_scale,
+        **{p.name: getattr(config, p.field) for p in PARAMETERS},
     )
 
 

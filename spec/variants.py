@@ -9,10 +9,12 @@ explains failures and never decides them, so it needs none of the oracle's preci
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from spec.parameters import PARAMETERS
 
 
 @dataclass(frozen=True)
@@ -31,14 +33,21 @@ class Variant:
 
 @dataclass(frozen=True)
 class VariantBatch:
-    """A batch as float64 arrays with zeros at padded positions, and its config values."""
+    """A batch as float64 arrays with zeros at padded positions, and its config values:
+    each parameter of the registry (``spec.parameters``) by name, read as ``x.alpha``,
+    ``x.epsilon``, ``x.c``."""
 
     l: np.ndarray
     b: np.ndarray
     m: np.ndarray
-    alpha: float
-    epsilon: float
-    c: float
+    parameters: Mapping[str, float]
+
+    def __getattr__(self, name: str) -> float:
+        # called only for a name that is no attribute: a parameter's
+        parameters = self.__dict__.get("parameters", {})
+        if name in parameters:
+            return parameters[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     @classmethod
     def of(
@@ -46,15 +55,20 @@ class VariantBatch:
         token_nll: Sequence[Sequence[float]],
         zfree_token_nll: Sequence[Sequence[float]],
         mask: Sequence[Sequence[bool]],
-        *,
-        alpha: float,
-        epsilon: float,
-        c: float,
+        **parameters: float,
     ) -> VariantBatch:
+        """``parameters``: every parameter of the registry, by name (a ValueError names
+        those missing or unknown)."""
+        expected = {p.name for p in PARAMETERS}
+        if set(parameters) != expected:
+            raise ValueError(
+                f"parameters must be {', '.join(sorted(expected))}, got "
+                f"{', '.join(sorted(parameters)) or 'none'}"
+            )
         m = np.array(mask, dtype=bool).reshape(len(mask), -1)
         l = np.where(m, np.array(token_nll, dtype=np.float64).reshape(m.shape), 0.0)
         b = np.where(m, np.array(zfree_token_nll, dtype=np.float64).reshape(m.shape), 0.0)
-        return cls(l, b, m, alpha, epsilon, c)
+        return cls(l=l, b=b, m=m, parameters=dict(parameters))
 
     @property
     def n(self) -> np.ndarray:

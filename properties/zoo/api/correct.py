@@ -216,7 +216,7 @@ def _real(owner: str, name: str, value: Any, rule: str, mistake: str | None) -> 
     return value if mistake == "numbers-stored-as-given" else number
 
 
-def _checked(owner: str, name: str, value: Any, rule: str, nested: Any, mistake: str | None):
+def _checked(owner: str, name: str, value: Any, rule: str, nested: Any, mistake: str | None) -> Any:
     if mistake == "sign-only-validation":  # NaN < 0 is False; strings, None, bools pass
         if isinstance(value, Number) and (value < 0 or (rule == POSITIVE and value == 0)):
             raise ValueError(f"{owner}.{name} must not be {value!r}")
@@ -232,7 +232,9 @@ def _checked(owner: str, name: str, value: Any, rule: str, nested: Any, mistake:
     return _real(owner, name, value, rule, mistake)
 
 
-def validate(config: Any, table: Mapping[str, tuple[Any, str | None]], nested: Any, mistake):
+def validate(
+    config: Any, table: Mapping[str, tuple[Any, str | None]], nested: Any, mistake: str | None
+) -> None:
     """Check every field of a config against its rule; store numbers as floats."""
     owner = type(config).__name__
     for name, (_, rule) in table.items():
@@ -242,7 +244,7 @@ def validate(config: Any, table: Mapping[str, tuple[Any, str | None]], nested: A
             value = _checked(owner, name, getattr(config, name), rule, nested, mistake)
         except ValueError:
             if mistake == "error-without-field-name":
-                raise ValueError("invalid config") from None  # which of fifteen fields?
+                raise ValueError("invalid config") from None  # naming no field to fix
             raise
         object.__setattr__(config, name, value)
 
@@ -255,7 +257,9 @@ def _weights_only(config: Any) -> dict[str, Any]:
     return {name: value for name, value in values.items() if name.endswith("_weight")}
 
 
-def config_class(name: str, table: Mapping[str, tuple[Any, str | None]], mistake, nested=None):
+def config_class(
+    name: str, table: Mapping[str, tuple[Any, str | None]], mistake: str | None, nested: Any = None
+) -> type:
     """A config dataclass with ``table``'s fields, validated by their rules."""
 
     def __post_init__(self: Any) -> None:
@@ -278,7 +282,7 @@ def config_class(name: str, table: Mapping[str, tuple[Any, str | None]], mistake
 
 # --- trainer flags -------------------------------------------------------------------------
 
-#: flag -> field, the seed's seven
+#: flag -> field, the seed's trainer flags
 FLAGS = {
     "--raw-reconstruction-weight": "raw_weight",
     "--distribution-normalized-reconstruction-weight": "distribution_normalized_weight",
@@ -336,7 +340,9 @@ class RemovedFlag(argparse.Action):
         )
 
 
-def add_flags(parser: argparse.ArgumentParser, defaults: Any, flags: Mapping[str, str], mistake):
+def add_flags(
+    parser: argparse.ArgumentParser, defaults: Any, flags: Mapping[str, str], mistake: str | None
+) -> None:
     group = parser.add_argument_group("reconstruction loss")
     value_type = float if mistake == "float-flags" else non_negative  # float: -1, nan, inf
     for flag, name in flags.items():

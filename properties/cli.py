@@ -102,12 +102,12 @@ def _check_api(args: argparse.Namespace) -> int:
     if args.list:
         return _list_api_invariants()
     from properties.api import by_id, select, skipped_by
-    from properties.api.module import api_module_name
+    from properties.api.module import api_target_name
     from properties.options import domain_from
     from properties.target import TargetLoadError
 
     try:
-        module = api_module_name(args.module)
+        module = api_target_name(args.module)
     except TargetLoadError as error:
         return _error(str(error), "check-api")
     try:
@@ -285,14 +285,18 @@ def build_parser() -> argparse.ArgumentParser:
     check_api = commands.add_parser(
         "check-api",
         help="check an API module (configs, trainer flags, compute_total_loss) against seed 001",
-        description="Run the API invariants against MODULE, a module (MODULE or "
-        f"path/to/file.py) that exposes {', '.join(PUBLIC_NAMES)} under recon_impl's names "
+        description="Run the API invariants against API, a module (MODULE or "
+        f"path/to/file.py) that exposes {', '.join(PUBLIC_NAMES)} under recon_impl's names, "
+        "or an object of one (MODULE:NAME or path/to/file.py:NAME, NAME an attribute holding "
+        "the API object, or a callable that returns it when called with no arguments) "
         "(default: $RECON_API, else recon_impl). The module runs in worker processes. Exit 0: "
         "every selected invariant ran and held; 1: one failed; 2: the module could not be "
         "checked (an empty or malformed name, it does not import, it lacks one of the five "
         "names without --skip, a crash or a timeout) or an option is bad.",
     )
-    check_api.add_argument("module", nargs="?", help="MODULE or path/to/file.py")
+    check_api.add_argument(
+        "module", nargs="?", metavar="API", help="MODULE or path/to/file.py, optionally :NAME"
+    )
     _add_selection(check_api)
     check_api.add_argument(
         "--with-logits",

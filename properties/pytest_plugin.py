@@ -1,7 +1,7 @@
 """pytest plugin: the invariants as pytest tests, pointed at any implementation.
 
     pytest --pyargs properties --recon-impl MODULE:CALLABLE [-n 2]
-    pytest --pyargs properties --recon-api MODULE [--recon-skip NAME] [-n 2]
+    pytest --pyargs properties --recon-api MODULE[:NAME] [--recon-skip NAME] [-n 2]
 
 The target may also come from the environment variable RECON_IMPL; without either, the
 bundled ``recon_impl:reconstruction_losses`` is checked. As with ``recon-spec check`` the
@@ -9,10 +9,11 @@ target runs in a worker process (one per pytest process), and a target that cann
 checked is never a pass: an empty or unloadable target makes every test an error, a crash
 or a timeout fails its test, and in each of these cases the run exits with status 2.
 
-``--recon-api MODULE`` (or RECON_API) runs the API invariants of ``recon-spec check-api``
-against an API module instead (with ``--recon-impl`` as well, both catalogs run): a name
-the module lacks fails the tests that need it as not checked (exit status 2), unless
-``--recon-skip NAME`` skips them.
+``--recon-api MODULE`` (or RECON_API; ``path/to/file.py`` and ``MODULE:NAME`` too, named as
+for ``recon-spec check-api``: ``properties.api.module``) runs the API invariants of
+``recon-spec check-api`` against an API module instead (with ``--recon-impl`` as well, both
+catalogs run): a name the module lacks fails the tests that need it as not checked (exit
+status 2), unless ``--recon-skip NAME`` skips them.
 
 Profiles: ``--recon-profile`` names one of the suite's; else ``--hypothesis-profile``
 (any registered hypothesis profile, ``recon-spec-ci`` for instance) is used as hypothesis
@@ -52,8 +53,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
     group.addoption(
         "--recon-api",
-        metavar="MODULE",
-        help="API module to check with the API invariants (default: $RECON_API; without "
+        metavar="MODULE[:NAME]",
+        help="API to check with the API invariants: a module, or MODULE:NAME for an object "
+        "or a no-argument factory of one (default: $RECON_API; without "
         "either, the API invariants are deselected)",
     )
     group.addoption(
@@ -96,7 +98,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     named = config.getoption("--recon-impl") is not None or _checks_api(config)
     if not named and not _collects_conformance(config):
         return None
-    from properties.api.module import api_module_name
+    from properties.api.module import api_target_name
     from properties.target import TargetLoadError, target_name
 
     lines = []
@@ -108,7 +110,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if _checks_api(config):
         try:
             lines.append(
-                f"recon-spec API module: {api_module_name(config.getoption('--recon-api'))}"
+                f"recon-spec API module: {api_target_name(config.getoption('--recon-api'))}"
             )
         except TargetLoadError as error:
             lines.append(f"recon-spec API module: none ({error})")
@@ -153,7 +155,7 @@ class _RunContext:
 
         from hypothesis import settings
 
-        from properties.api.module import api_module_name
+        from properties.api.module import api_target_name
         from properties.database import run_storage
         from properties.invariants.edge_cases import EDGE_CASES
         from properties.options import domain_from
@@ -167,7 +169,7 @@ class _RunContext:
         if kind == "api":
             from properties.api import by_id
 
-            self.target = api_module_name(option("--recon-api"))  # TargetLoadError: an error
+            self.target = api_target_name(option("--recon-api"))  # TargetLoadError: an error
         else:
             from properties.invariants import by_id
 

@@ -210,11 +210,11 @@ def _load_api(connection: Connection, target: str):
     """The API module, or None (and the supervisor told why) when it does not import. A
     module that lacks some of the five names is still checked: the invariants that need a
     missing one report it (``properties.api.invariant``)."""
-    from properties.api.module import load_api_module
+    from properties.api.module import load_api
     from properties.target import TargetLoadError
 
     try:
-        return load_api_module(target)
+        return load_api(target)
     except TargetLoadError as error:
         connection.send(("unusable", str(error)))
         return None

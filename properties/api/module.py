@@ -1,10 +1,16 @@
-"""The API module under check: naming it and importing it.
+"""The API under check: naming it and loading it.
 
-An API module exposes, under ``recon_impl``'s public names, the five objects of seed 001
-(``spec.api.PUBLIC_NAMES``): usually a small adapter that re-exports a trainer's own
-objects. It is named as ``MODULE`` (a dotted name) or ``path/to/file.py``, never as
-``MODULE:CALLABLE``; ``recon_impl`` is the default. Like a stack target, it is imported
-only in worker processes.
+An API object exposes, under ``recon_impl``'s public names, the five objects of seed 001
+(``spec.api.PUBLIC_NAMES``): usually a small adapter module that re-exports a trainer's own
+objects. It is named as
+
+* ``MODULE`` (a dotted name) or ``path/to/file.py``: the module is the API object;
+* ``MODULE:NAME`` or ``path/to/file.py:NAME``: the module's attribute ``NAME`` (dotted for a
+  nested one). A callable (a function, a class) is called with no arguments and what it
+  returns is the API object (a factory); anything else, a namespace or a module, is the API
+  object as it is.
+
+``recon_impl`` is the default. Like a stack target, it is imported only in worker processes.
 """
 
 from __future__ import annotations
@@ -12,18 +18,30 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from types import ModuleType
+from typing import Any
 
-from properties.target import TargetLoadError, import_module_named, is_file_target
+from properties.escapes import describe
+from properties.target import TargetLoadError, import_module_named, is_file_target, split_target
 from spec.api import PUBLIC_NAMES
 
 DEFAULT_API = "recon_impl"
 API_ENVIRONMENT_VARIABLE = "RECON_API"
+#: how an API is named, for messages
+API_FORMS = "MODULE, path/to/file.py, or either with :NAME"
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
-def api_module_name(given: str | None, environment: Mapping[str, str] = os.environ) -> str:
-    """The module to check: ``given``, else ``$RECON_API``, else ``recon_impl``.
+def api_parts(name: str) -> tuple[str, str | None]:
+    """``(module, NAME)`` of ``MODULE:NAME`` (split at the last colon: a file path may hold
+    colons, a name never), ``(module, None)`` of a plain module or file."""
+    module, sep, attribute = split_target(name)
+    if not sep or is_file_target(attribute):  # `runs/10:00/api.py`: a path, no name after it
+        return name, None
+    return module, attribute
+
+
+def api_target_name(given: str | None, environment: Mapping[str, str] = os.environ) -> str:
+    """The API to check: ``given``, else ``$RECON_API``, else ``recon_impl``.
 
     An empty or malformed name is an error, never the default (``RECON_API=`` in a CI
     configuration that was never filled in must not check ``recon_impl`` instead).
@@ -34,26 +52,49 @@ def api_module_name(given: str | None, environment: Mapping[str, str] = os.envir
             return DEFAULT_API
         if not given.strip():
             raise TargetLoadError(
-                f"${API_ENVIRONMENT_VARIABLE} is set but empty: set it to a module name, or "
+                f"${API_ENVIRONMENT_VARIABLE} is set but empty: set it to {API_FORMS}, or "
                 f"unset it to check {DEFAULT_API}"
             )
     if not given.strip():
-        raise TargetLoadError("the API module is an empty name: give MODULE or path/to/file.py")
-    if ":" in given and not is_file_target(given):
+        raise TargetLoadError(f"the API module is an empty name: give {API_FORMS}")
+    module, attribute = api_parts(given)
+    if attribute is not None and not _DOTTED.fullmatch(attribute):
+        what = "nothing" if not attribute.strip() else repr(attribute)
         raise TargetLoadError(
-            f"the API module must be a module (MODULE or path/to/file.py) exposing "
-            f"{', '.join(PUBLIC_NAMES)}, not MODULE:CALLABLE: got {given!r}"
+            f"{given!r} names {what} after its last ':': give MODULE:NAME with NAME an "
+            "attribute holding the API object or a function of no arguments returning it"
         )
-    if not is_file_target(given) and not _DOTTED.fullmatch(given):
-        raise TargetLoadError(f"not a module name: {given!r} (give MODULE or path/to/file.py)")
+    if not is_file_target(module) and not _DOTTED.fullmatch(module):
+        raise TargetLoadError(f"not a module name: {module!r} in {given!r} (give {API_FORMS})")
     return given
 
 
-def load_api_module(name: str) -> ModuleType:
-    """Import the module ``api_module_name`` accepted (``TargetLoadError`` if it fails)."""
-    return import_module_named(api_module_name(name))
+def load_api(name: str) -> Any:
+    """The API object ``api_target_name`` accepted (``TargetLoadError`` if it cannot be had).
+
+    Runs the module, and a factory: call it in a worker process, never in the one that
+    reports.
+    """
+    name = api_target_name(name)
+    module_name, attribute = api_parts(name)
+    value = import_module_named(module_name)
+    if attribute is None:
+        return value
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            raise TargetLoadError(f"{module_name!r} has no attribute {attribute!r}")
+        value = getattr(value, part)
+    if not callable(value):
+        return value
+    try:
+        return value()
+    except BaseException as error:  # a factory may fail in any way, as a module at import
+        raise TargetLoadError(
+            f"{name} is called with no arguments to give the API object (it is callable), "
+            f"and that raised {describe(error)}"
+        ) from error
 
 
-def missing_names(module: object, names: tuple[str, ...] = PUBLIC_NAMES) -> list[str]:
-    """The names of ``names`` that ``module`` lacks (or holds as something not callable)."""
-    return [name for name in names if not callable(getattr(module, name, None))]
+def missing_names(api: object, names: tuple[str, ...] = PUBLIC_NAMES) -> list[str]:
+    """The names of ``names`` that ``api`` lacks (or holds as something not callable)."""
+    return [name for name in names if not callable(getattr(api, name, None))]

@@ -3,20 +3,33 @@ failing input made, in order, with what happened written beside each; no hypothe
 
 from __future__ import annotations
 
+from properties.api.module import api_parts
 from properties.api.probe import ApiCall, short
 from properties.target import is_file_target
 
 
 def import_lines(target: str) -> list[str]:
-    """Lines that bind the API module to ``api``."""
-    if is_file_target(target):
-        return [
+    """Lines that bind the API object to ``api``: the module, or its attribute ``NAME``
+    (called when it is callable, as ``recon-spec check-api`` does: a factory)."""
+    module, attribute = api_parts(target)
+    if is_file_target(module):
+        lines = [
             "import importlib.util",
-            f"_spec = importlib.util.spec_from_file_location('api', {target!r})",
+            f"_spec = importlib.util.spec_from_file_location('api', {module!r})",
             "api = importlib.util.module_from_spec(_spec)",
             "_spec.loader.exec_module(api)",
         ]
-    return [f"import {target} as api"]
+        if attribute is not None:
+            lines.append(f"api = api.{attribute}")
+    elif attribute is None:
+        return [f"import {module} as api"]
+    elif "." in attribute:
+        lines = [f"import {module}", f"api = {module}.{attribute}"]
+    else:
+        lines = [f"from {module} import {attribute} as api"]
+    if attribute is not None:
+        lines.append("api = api() if callable(api) else api  # a factory gives the API object")
+    return lines
 
 
 def call_lines(call: ApiCall) -> list[str]:

@@ -1,11 +1,11 @@
-"""The API invariants test themselves, in this process: every wrong module of the zoo is
-rejected by the invariant that names its mistake, every API invariant names the mistake
-of at least one of them, and the independent correct module and recon_impl pass."""
+"""The API invariants test themselves, in this process: every wrong API object of the zoo
+is rejected by the invariant that names its mistake, every API invariant names the mistake
+of at least one of them, and the independent correct API (as a module, and as the object
+its factory returns) and recon_impl pass."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import types
 
@@ -14,44 +14,68 @@ from hypothesis import Phase, settings
 
 import recon_impl
 from properties.api import INVARIANTS, by_id
-from properties.api.module import missing_names
+from properties.api.module import load_api, missing_names
 from properties.profiles import profile_settings
 from properties.runner import run_invariant
-from properties.zoo.api import correct
-from properties.zoo.api.wrong import MISTAKES
+from properties.zoo.api import correct, wrong
+from properties.zoo.api.correct import MISTAKES, api
+from spec.api import PUBLIC_NAMES, TOKEN_NLL_FROM_LOGITS
 
-#: enough examples to find a wrong module; no shrinking, which only matters to the reader
+#: enough examples to find a wrong API; no shrinking, which only matters to the reader
 REJECT = settings(profile_settings("ci"), max_examples=40, phases=[Phase.explicit, Phase.generate])
 ACCEPT = settings(profile_settings("ci"), max_examples=25)
 
 
-def wrong_module(name: str) -> types.ModuleType:
-    return importlib.import_module(f"properties.zoo.api.wrong.{name}")
+def wrong_target(mistake: str) -> str:
+    """The name a user gives ``recon-spec check-api`` for the API with ``mistake`` on."""
+    return f"properties.zoo.api.wrong:{mistake.replace('-', '_')}"
 
 
-@pytest.mark.parametrize("name", sorted(MISTAKES))
-def test_each_wrong_module_is_rejected_by_the_invariant_that_names_its_mistake(name: str) -> None:
-    invariant_id, mistake = MISTAKES[name]
-    module = wrong_module(name)
-    assert module.__doc__.startswith("Wrong: ")
-    assert not missing_names(module), "a wrong module exposes the five names"
-    result = run_invariant(
-        by_id(invariant_id), module, target=f"properties.zoo.api.wrong.{name}", settings=REJECT
-    )
-    assert result.status == "failed", f"{invariant_id} does not reject {name}: {mistake}"
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_each_wrong_api_is_rejected_by_the_invariant_that_names_its_mistake(mistake) -> None:
+    invariant_id, description = MISTAKES[mistake]
+    target = wrong_target(mistake)
+    wrong_api = load_api(target)  # as a worker loads it: the entry of properties.zoo.api.wrong
+    assert wrong_api is api(mistake)
+    assert not missing_names(wrong_api, (*PUBLIC_NAMES, TOKEN_NLL_FROM_LOGITS))
+    result = run_invariant(by_id(invariant_id), wrong_api, target=target, settings=REJECT)
+    assert result.status == "failed", f"{invariant_id} does not reject {mistake}: {description}"
     # its reproduction is a script that Python can run (REPRODUCED below runs a few)
-    compile(result.failure.reproduction, f"reproduce_{name}.py", "exec")
+    compile(result.failure.reproduction, f"reproduce_{mistake}.py", "exec")
+
+
+def test_the_wrong_entries_are_the_mistakes_and_nothing_else() -> None:
+    entries = {name for name in dir(wrong) if name in wrong.WRONG_APIS}
+    assert entries == {wrong_target(m).rpartition(":")[2] for m in MISTAKES}
+    with pytest.raises(AttributeError, match="no_such_mistake"):
+        wrong.no_such_mistake  # noqa: B018
+    with pytest.raises(ValueError, match="mistake must be None or one of"):
+        api("no-such-mistake")
 
 
 def test_every_api_invariant_names_the_mistake_of_a_wrong_module() -> None:
     assert {invariant_id for invariant_id, _ in MISTAKES.values()} == {i.id for i in INVARIANTS}
 
 
+#: the correct API as its factory gives it, and recon_impl (the module form of the
+#: correct API holds the same objects: the test below)
+CORRECT = {"properties.zoo.api.correct:api": api(), "recon_impl": recon_impl}
+
+
 @pytest.mark.parametrize("invariant", INVARIANTS, ids=lambda i: i.id)
-@pytest.mark.parametrize("module", [correct, recon_impl], ids=lambda m: m.__name__)
-def test_the_correct_module_and_recon_impl_pass(module, invariant) -> None:
-    result = run_invariant(invariant, module, target=module.__name__, settings=ACCEPT)
+@pytest.mark.parametrize("target", CORRECT)
+def test_the_correct_api_and_recon_impl_pass(target, invariant) -> None:
+    result = run_invariant(invariant, CORRECT[target], target=target, settings=ACCEPT)
     assert result.status == "passed", result.failure.message if result.failure else result.status
+
+
+def test_the_correct_module_factory_and_object_are_one_api() -> None:
+    for target in CORRECT:
+        assert load_api(target) is CORRECT[target]
+    module = load_api("properties.zoo.api.correct")
+    assert module is correct
+    for name in (*PUBLIC_NAMES, TOKEN_NLL_FROM_LOGITS):
+        assert getattr(module, name) is getattr(api(), name), name
 
 
 def test_a_missing_name_makes_its_invariants_not_checked() -> None:
@@ -68,22 +92,23 @@ def test_a_missing_name_makes_its_invariants_not_checked() -> None:
 
 
 REPRODUCED = [
-    ("crossed_flags", "flags-round-trip", "ReconstructionLossConfig("),
-    ("removed_flag_deleted", "flags-removed", "unrecognized arguments"),
-    ("sign_only_validation", "config-rejects-invalid", ""),
-    ("router_switch_ignored", "total-loss-weighted-sum", "router_support"),
-    ("per_example_diagnostics", "total-loss-bundle", "token_concentration_factor"),
-    ("logits_half_losses", "logits-token-nll", "token_nll: tensor("),
+    ("crossed-flags", "flags-round-trip", "ReconstructionLossConfig("),
+    ("removed-flag-deleted", "flags-removed", "unrecognized arguments"),
+    ("sign-only-validation", "config-rejects-invalid", ""),
+    ("router-switch-ignored", "total-loss-weighted-sum", "router_support"),
+    ("per-example-diagnostics", "total-loss-bundle", "token_concentration_factor"),
+    ("logits-half-losses", "logits-token-nll", "token_nll: tensor("),
 ]
 
 
-@pytest.mark.parametrize(("name", "invariant_id", "shows"), REPRODUCED)
-def test_the_reproduction_script_runs_and_shows_the_mistake(name, invariant_id, shows) -> None:
-    target = f"properties.zoo.api.wrong.{name}"
-    result = run_invariant(by_id(invariant_id), wrong_module(name), target=target, settings=ACCEPT)
+@pytest.mark.parametrize(("mistake", "invariant_id", "shows"), REPRODUCED)
+def test_the_reproduction_script_runs_and_shows_the_mistake(mistake, invariant_id, shows) -> None:
+    target = wrong_target(mistake)
+    result = run_invariant(by_id(invariant_id), api(mistake), target=target, settings=ACCEPT)
     assert result.status == "failed"
     script = result.failure.reproduction
-    assert f"import {target} as api" in script and "hypothesis" not in script
+    module, _, name = target.partition(":")
+    assert f"from {module} import {name} as api" in script and "hypothesis" not in script
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         exec(compile(script, "reproduction.py", "exec"), {"__name__": "__main__"})

@@ -48,7 +48,7 @@ def test_the_logits_group_runs_on_request_and_names_a_missing_function() -> None
     assert "the module has no token_nll_from_logits" in missing.stdout
     assert f"{len(opt_in)} not checked" in missing.stdout, missing.stdout[-4000:]
     wrong = check_api(
-        "properties.zoo.api.wrong.logits_wrapped_labels", "-i", "logits-token-nll", "--no-database"
+        "properties.zoo.api.wrong:logits_wrapped_labels", "-i", "logits-token-nll", "--no-database"
     )
     assert wrong.returncode == 1, wrong.stdout[-4000:]
     # the named edge case or a random draw: either way a uint8 class 156 taken for padding
@@ -58,7 +58,7 @@ def test_the_logits_group_runs_on_request_and_names_a_missing_function() -> None
 
 def test_a_wrong_module_exits_1_with_its_counterexample(tmp_path: Path) -> None:
     done = check_api(
-        "properties.zoo.api.wrong.removed_flag_deleted",
+        "properties.zoo.api.wrong:removed_flag_deleted",
         "-i",
         "flags",
         "--profile",
@@ -70,9 +70,29 @@ def test_a_wrong_module_exits_1_with_its_counterexample(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-2000:]
     assert "FAILED flags-removed" in done.stdout
     assert "5 passed, 1 failed" in done.stdout
-    assert "import properties.zoo.api.wrong.removed_flag_deleted as api" in done.stdout
-    rerun = "rerun this invariant: recon-spec check-api properties.zoo.api.wrong.removed_flag_"
+    assert "from properties.zoo.api.wrong import removed_flag_deleted as api" in done.stdout
+    rerun = "rerun this invariant: recon-spec check-api properties.zoo.api.wrong:removed_flag_"
     assert rerun in done.stdout
+
+
+def test_an_api_object_or_its_factory_is_named_as_module_colon_name(tmp_path: Path) -> None:
+    # a factory of no arguments (the zoo's correct API), called in the worker
+    done = check_api("properties.zoo.api.correct:api", "-i", "config-fields", "--no-database")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "recon-spec check-api: properties.zoo.api.correct:api" in done.stdout
+    # a file's attribute holding the API object itself, a namespace
+    adapter = tmp_path / "my_trainer.py"
+    adapter.write_text(
+        "import types\nimport recon_impl\n"
+        "API = types.SimpleNamespace(\n"
+        "    ReconstructionLossConfig=recon_impl.ReconstructionLossConfig,\n"
+        "    DisentanglementLossConfig=recon_impl.DisentanglementLossConfig,\n"
+        ")\n"
+    )
+    done = check_api(f"{adapter}:API", "-i", "config-fields", "-i", "flags-exist")
+    assert done.returncode == 2, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "1 passed, 0 failed, 1 not checked" in done.stdout
+    assert "the module has no add_reconstruction_loss_arguments" in done.stdout
 
 
 def test_a_missing_name_is_not_checked_unless_skipped() -> None:
@@ -92,7 +112,10 @@ def test_a_missing_name_is_not_checked_unless_skipped() -> None:
     [
         (("",), {}, "the API module is an empty name"),
         ((), {"RECON_API": ""}, "$RECON_API is set but empty"),
-        (("recon_impl:compute_total_loss",), {}, "not MODULE:CALLABLE"),
+        (("recon_impl:",), {}, "names nothing after its last ':'"),
+        (("recon_impl:no-name",), {}, "names 'no-name' after its last ':'"),
+        (("recon_impl:no_such_name",), {}, "'recon_impl' has no attribute 'no_such_name'"),
+        (("recon_impl:compute_total_loss",), {}, "is called with no arguments"),
         (("no_such_module",), {}, "cannot import 'no_such_module'"),
         ((str(TARGETS / "exits_at_import.py"),), {}, "SystemExit: 7"),
         (("--skip", "compute_loss"), {}, "argument --skip: invalid choice"),
@@ -127,13 +150,13 @@ def conformance(*args: str, **environment: str) -> subprocess.CompletedProcess:
 def test_the_pytest_form_checks_an_api_module_with_the_same_verdicts() -> None:
     done = conformance(
         "--recon-api",
-        "properties.zoo.api.wrong.crossed_flags",
+        "properties.zoo.api.wrong:crossed_flags",
         "--recon-max-examples",
         "10",
         "-k",
         "flags-round-trip or flags-exist",
     )
-    assert "recon-spec API module: properties.zoo.api.wrong.crossed_flags" in done.stdout
+    assert "recon-spec API module: properties.zoo.api.wrong:crossed_flags" in done.stdout
     assert "1 failed, 1 passed" in done.stdout, done.stdout[-3000:]
     assert "deselected" in done.stdout  # the stack's invariants: only an API module was named
     assert done.returncode == 1

@@ -275,7 +275,7 @@ import properties, recon_impl, spec
 from properties.worker import load_what_a_run_imports
 load_what_a_run_imports()
 from properties import api, invariants
-from properties.api.module import load_api_module
+from properties.api.module import load_api
 from properties.profiles import profile_settings
 from properties.runner import run_invariant
 from properties.target import load_target
@@ -286,7 +286,7 @@ def ours():
             if any((getattr(m, "__file__", None) or "").startswith(r) for r in roots)}
 
 stack = load_target("properties.zoo.wrong:alpha_ignored")[1]
-module = load_api_module("properties.zoo.api.wrong.crossed_flags")
+module = load_api("properties.zoo.api.wrong:crossed_flags")
 before = ours()
 ci = profile_settings("ci")
 for invariant, target in ((invariants.by_id("oracle-agreement"), stack),

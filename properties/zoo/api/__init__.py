@@ -1,3 +1,4 @@
-"""API modules the suite is tested against (``recon-spec check-api``): one correct module
-written from the seed (``properties.zoo.api.correct``), and wrong ones, each that module
-with one realistic mistake (``properties.zoo.api.wrong``)."""
+"""The API objects ``recon-spec check-api`` is tested against: ``properties.zoo.api.correct``,
+written from the seed, whose ``api(mistake=None)`` switches on one realistic mistake at a
+time, and ``properties.zoo.api.wrong``, which names each of them
+(``properties.zoo.api.wrong:router_switch_ignored``)."""

@@ -1,36 +1,210 @@
-"""A correct API module written from seed 001 alone, sharing no code with ``recon_impl``.
+"""The API of seed 001 written from the seed alone, sharing no code with ``recon_impl``, with
+one mistake at a time.
 
-``recon-spec check-api properties.zoo.api.correct`` must pass. It differs from
-``recon_impl`` where the seed leaves room: its flags keep argparse's own destinations
-(``args.raw_reconstruction_weight``, mapped to the fields by
-``reconstruction_loss_config_from_args``), its stack is a few torch lines over the valid
-positions (the row maximum of b taken out before the power), and validation is one table
-of rules. The wrong modules of ``properties.zoo.api.wrong`` are this module with one
-mistake each; the helpers below (``validate``, ``add_flags``, ``config_from_args``,
-``total_loss``) are what they build on.
+``api(mistake=None)`` is the API object: a namespace holding the five public names of seed
+001 (``spec.api.PUBLIC_NAMES``) and ``token_nll_from_logits``. With no mistake it is
+correct, and so is this module, whose own names are ``api()``'s: ``recon-spec check-api
+properties.zoo.api.correct`` and ``recon-spec check-api properties.zoo.api.correct:api``
+(the factory, called with no arguments) must pass. Each name in ``MISTAKES`` switches on one
+realistic slip at the line where people make it, and names the invariant that rejects it
+(the witness table, ``tests/properties/test_api_zoo.py``); ``properties.zoo.api.wrong``
+holds this API with each mistake on, e.g. ``properties.zoo.api.wrong:router_switch_ignored``.
+
+It differs from ``recon_impl`` where the seed leaves room: its configs are built from one
+table of fields (name, default, rule), validated by that table; its flags keep argparse's own
+destinations (``args.raw_reconstruction_weight``, mapped to the fields by
+``reconstruction_loss_config_from_args``); its stack is a few torch lines over the valid
+positions (the row maximum of b taken out before the power).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
-from numbers import Real
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from dataclasses import field, fields, make_dataclass
+from numbers import Number, Real
+from types import SimpleNamespace
+from typing import Any
 
 import torch
 from torch import Tensor
+
+#: mistake -> (the invariant that names it, the mistake)
+MISTAKES: dict[str, tuple[str, str]] = {
+    "changed-default": ("config-fields", "token_weight_alpha defaults to 0.0, not 1.0"),
+    "reordered-fields": (
+        "config-fields",
+        "alpha, epsilon and c come before the five weights in ReconstructionLossConfig",
+    ),
+    "mutable-config": ("config-frozen", "both configs are plain (mutable) dataclasses"),
+    "legacy-field": (
+        "config-no-legacy",
+        "normalize_reconstruction_loss is kept as an ignored field for old run configs",
+    ),
+    "sign-only-validation": (
+        "config-rejects-invalid",
+        "validation checks the sign alone: NaN, inf, strings and bools pass",
+    ),
+    "float-conversion-validation": (
+        "config-rejects-invalid",
+        "validation refuses Python bools and converts the rest with float(): numpy.True_ "
+        "and a 0-dim tensor pass as 1.0",
+    ),
+    "numbers-stored-as-given": (
+        "config-number-types",
+        "a valid numpy.float32 is stored as given, not as a Python float",
+    ),
+    "error-without-field-name": (
+        "config-rejects-invalid",
+        "every invalid value is rejected with ValueError('invalid config'), naming no field",
+    ),
+    "metadata-without-alpha": (
+        "config-run-metadata",
+        "to_dict() logs the weights only: token_weight_alpha is lost from the run metadata",
+    ),
+    "misspelt-flag": (
+        "flags-exist",
+        "the concentration-corrected weight's flag lacks '-reconstruction'",
+    ),
+    "flag-default-differs": (
+        "flags-defaults",
+        "the epsilon flag defaults to 0.0 instead of the dataclass's 1e-8",
+    ),
+    "crossed-flags": ("flags-round-trip", "the alpha and epsilon flags set each other's field"),
+    "float-flags": ("flags-reject-invalid", "the flags parse with type=float: -1, nan, inf pass"),
+    "removed-flag-accepted": (
+        "flags-removed",
+        "--normalize-reconstruction-loss is kept as a deprecated no-op (store_true)",
+    ),
+    "removed-flag-deleted": (
+        "flags-removed",
+        "--normalize-reconstruction-loss is deleted outright: 'unrecognized arguments', no hint",
+    ),
+    "removed-flag-nargs0": (
+        "flags-removed",
+        "the removed flag's action takes no value: '=true' gets argparse's own error, no hint",
+    ),
+    "removed-flag-in-namespace": (
+        "flags-namespace-clean",
+        "the removed flag errors, but its default False is left in every namespace",
+    ),
+    "alpha-in-bundle": ("total-loss-bundle", "token_weight_alpha is returned for logging"),
+    "per-example-diagnostics": (
+        "total-loss-bundle",
+        "the two diagnostics are returned per example, [B]",
+    ),
+    "zero-weight-terms-dropped": (
+        "total-loss-bundle",
+        "terms weighted 0 are neither computed nor returned",
+    ),
+    "default-reconstruction-config": (
+        "total-loss-reconstruction",
+        "the stack runs with ReconstructionLossConfig(), not config.reconstruction",
+    ),
+    "router-switch-ignored": (
+        "total-loss-weighted-sum",
+        "router_support counts whatever enable_router_support_loss says",
+    ),
+    "crossed-auxiliary-weights": (
+        "total-loss-weighted-sum",
+        "posterior_entropy and posterior_variance are weighted by each other's weight",
+    ),
+    "zero-weight-terms-required": (
+        "total-loss-weighted-sum",
+        "router_support must be given whenever its weight is non-zero, even switched off",
+    ),
+    "inputs-modified": (
+        "total-loss-contract",
+        "padded positions of the caller's zfree_token_nll are zeroed in place",
+    ),
+    "float64-results": (
+        "total-loss-contract",
+        "the stack runs in float64: float32 and half inputs give float64 entries",
+    ),
+    "auxiliary-terms-detached": (
+        "total-loss-gradient",
+        "the auxiliary terms enter the total detached: its value is right, no gradient flows",
+    ),
+    "terms-detached": (
+        "total-loss-term-gradients",
+        "the five terms are returned detached (logged numbers); only total_loss trains",
+    ),
+    "terms-on-total-graph": (
+        "total-loss-term-gradients",
+        "each term is returned with J's graph: its value, the total's gradient",
+    ),
+    "logits-wrapped-labels": (
+        "logits-token-nll",
+        "labels are compared with ignore_index in their own dtype: uint8 156 is padding",
+    ),
+    "logits-half-losses": (
+        "logits-token-nll",
+        "half-precision logits give half-precision losses",
+    ),
+    "logits-labels-clamped": (
+        "logits-rejects-invalid",
+        "labels outside [0, V) are clamped into it instead of raising",
+    ),
+    "missing-term-as-zero": (
+        "total-loss-missing-term",
+        "a weighted term that is not given counts as 0",
+    ),
+}
 
 # --- configs -------------------------------------------------------------------------------
 
 #: what each field accepts (the seed's types, MATH.md "Errors")
 NON_NEGATIVE, POSITIVE, SWITCH, NESTED = "a real number >= 0", "a real number > 0", "a bool", ""
 
+#: ReconstructionLossConfig's fields in the seed's order: name -> (default, rule)
+RECONSTRUCTION_FIELDS: dict[str, tuple[Any, str | None]] = {
+    "raw_weight": (1.0, NON_NEGATIVE),
+    "distribution_normalized_weight": (0.0, NON_NEGATIVE),
+    "example_inverse_surprisal_weight": (0.0, NON_NEGATIVE),
+    "token_weighted_weight": (0.0, NON_NEGATIVE),
+    "normalized_concentration_corrected_token_weighted_weight": (0.0, NON_NEGATIVE),
+    "token_weight_alpha": (1.0, NON_NEGATIVE),
+    "example_inverse_surprisal_epsilon": (1e-8, NON_NEGATIVE),
+    "zfree_reference_scale": (1.0, POSITIVE),
+}
+#: DisentanglementLossConfig's (``reconstruction`` defaults to a fresh
+#: ReconstructionLossConfig)
+DISENTANGLEMENT_FIELDS: dict[str, tuple[Any, str | None]] = {
+    "reconstruction": (None, NESTED),
+    "beta": (1.0, NON_NEGATIVE),
+    "router_support_weight": (1.0, NON_NEGATIVE),
+    "posterior_entropy_weight": (0.0, NON_NEGATIVE),
+    "posterior_variance_weight": (0.0, NON_NEGATIVE),
+    "router_marginal_kl_to_prior_weight": (0.0, NON_NEGATIVE),
+    "router_supervision_weight": (0.0, NON_NEGATIVE),
+    "enable_router_support_loss": (True, SWITCH),
+    "inter_latent_divergence_weight": (0.0, NON_NEGATIVE),
+}
+LEGACY_FIELD = "normalize_reconstruction_loss"
 
-def _real(owner: str, name: str, value: Any, rule: str) -> float:
+
+def reconstruction_fields(mistake: str | None) -> dict[str, tuple[Any, str | None]]:
+    """ReconstructionLossConfig's fields as this API declares them."""
+    table = dict(RECONSTRUCTION_FIELDS)
+    if mistake == "changed-default":
+        table["token_weight_alpha"] = (0.0, NON_NEGATIVE)  # uniform shares, not the seed's 1.0
+    if mistake == "reordered-fields":  # grouped "parameters before weights"
+        parameters = [name for name in table if not name.endswith("_weight")]
+        table = {name: table[name] for name in sorted(table, key=lambda n: n not in parameters)}
+    if mistake == "legacy-field":
+        table[LEGACY_FIELD] = (False, None)  # ignored, kept so that old run configs still load
+    return table
+
+
+def _real(owner: str, name: str, value: Any, rule: str, mistake: str | None) -> Any:
+    """``value`` as the config stores it (a float), or a ValueError naming the field."""
+    if mistake == "float-conversion-validation":
+        if isinstance(value, (bool, str)) or value is None:  # numpy.True_ is no Python bool
+            raise ValueError(f"{owner}.{name} must be a real number, got {value!r}")
     # every real number but a bool (numpy's included, whose bool is no numbers.Real)
-    if isinstance(value, bool) or not isinstance(value, Real):
+    elif isinstance(value, bool) or not isinstance(value, Real):
         raise ValueError(f"{owner}.{name} must be {rule}, got {type(value).__name__} {value!r}")
     try:
         number = float(value)
@@ -39,77 +213,76 @@ def _real(owner: str, name: str, value: Any, rule: str) -> float:
         raise ValueError(f"{owner}.{name} must be finite, got a {digits}-digit integer") from None
     if not math.isfinite(number) or number < 0 or (rule == POSITIVE and number == 0):
         raise ValueError(f"{owner}.{name} must be {rule} (and finite), got {value!r}")
-    return number
+    return value if mistake == "numbers-stored-as-given" else number
 
 
-def validate(config: Any, rules: Mapping[str, str]) -> None:
-    """Check every field of a frozen config against its rule; store numbers as floats."""
+def _checked(owner: str, name: str, value: Any, rule: str, nested: Any, mistake: str | None) -> Any:
+    if mistake == "sign-only-validation":  # NaN < 0 is False; strings, None, bools pass
+        if isinstance(value, Number) and (value < 0 or (rule == POSITIVE and value == 0)):
+            raise ValueError(f"{owner}.{name} must not be {value!r}")
+        return value
+    if rule == SWITCH:
+        if not isinstance(value, bool):
+            raise ValueError(f"{owner}.{name} must be a bool, got {value!r}")
+        return value
+    if rule == NESTED:
+        if not isinstance(value, nested):
+            raise ValueError(f"{owner}.{name} must be a ReconstructionLossConfig, got {value!r}")
+        return value
+    return _real(owner, name, value, rule, mistake)
+
+
+def validate(
+    config: Any, table: Mapping[str, tuple[Any, str | None]], nested: Any, mistake: str | None
+) -> None:
+    """Check every field of a config against its rule; store numbers as floats."""
     owner = type(config).__name__
-    for name, rule in rules.items():
-        value = getattr(config, name)
-        if rule == SWITCH:
-            if not isinstance(value, bool):
-                raise ValueError(f"{owner}.{name} must be a bool, got {value!r}")
-        elif rule == NESTED:
-            if not isinstance(value, type(config).nested):
-                raise ValueError(
-                    f"{owner}.{name} must be a ReconstructionLossConfig, got {value!r}"
-                )
-        else:
-            object.__setattr__(config, name, _real(owner, name, value, rule))
+    for name, (_, rule) in table.items():
+        if rule is None:
+            continue
+        try:
+            value = _checked(owner, name, getattr(config, name), rule, nested, mistake)
+        except ValueError:
+            if mistake == "error-without-field-name":
+                raise ValueError("invalid config") from None  # naming no field to fix
+            raise
+        object.__setattr__(config, name, value)
 
 
-RECONSTRUCTION_RULES = {
-    "raw_weight": NON_NEGATIVE,
-    "distribution_normalized_weight": NON_NEGATIVE,
-    "example_inverse_surprisal_weight": NON_NEGATIVE,
-    "token_weighted_weight": NON_NEGATIVE,
-    "normalized_concentration_corrected_token_weighted_weight": NON_NEGATIVE,
-    "token_weight_alpha": NON_NEGATIVE,
-    "example_inverse_surprisal_epsilon": NON_NEGATIVE,
-    "zfree_reference_scale": POSITIVE,
-}
+def _weights_only(config: Any) -> dict[str, Any]:
+    """``to_dict()`` as "the numbers that are trained on": ReconstructionLossConfig's weights."""
+    values = {f.name: getattr(config, f.name) for f in fields(config)}
+    if "reconstruction" in values:
+        return {**values, "reconstruction": config.reconstruction.to_dict()}
+    return {name: value for name, value in values.items() if name.endswith("_weight")}
 
 
-@dataclass(frozen=True)
-class ReconstructionLossConfig:
-    raw_weight: float = 1.0
-    distribution_normalized_weight: float = 0.0
-    example_inverse_surprisal_weight: float = 0.0
-    token_weighted_weight: float = 0.0
-    normalized_concentration_corrected_token_weighted_weight: float = 0.0
-    token_weight_alpha: float = 1.0
-    example_inverse_surprisal_epsilon: float = 1e-8
-    zfree_reference_scale: float = 1.0
+def config_class(
+    name: str, table: Mapping[str, tuple[Any, str | None]], mistake: str | None, nested: Any = None
+) -> type:
+    """A config dataclass with ``table``'s fields, validated by their rules."""
 
-    def __post_init__(self) -> None:
-        validate(self, RECONSTRUCTION_RULES)
+    def __post_init__(self: Any) -> None:
+        validate(self, table, nested, mistake)
 
-
-@dataclass(frozen=True)
-class DisentanglementLossConfig:
-    #: the class ``reconstruction`` must be (a module with a config of its own sets it)
-    nested: ClassVar[type] = ReconstructionLossConfig
-
-    reconstruction: ReconstructionLossConfig = field(default_factory=ReconstructionLossConfig)
-    beta: float = 1.0
-    router_support_weight: float = 1.0
-    posterior_entropy_weight: float = 0.0
-    posterior_variance_weight: float = 0.0
-    router_marginal_kl_to_prior_weight: float = 0.0
-    router_supervision_weight: float = 0.0
-    enable_router_support_loss: bool = True
-    inter_latent_divergence_weight: float = 0.0
-
-    def __post_init__(self) -> None:
-        rules = {f.name: NON_NEGATIVE for f in fields(self)}
-        rules.update(reconstruction=NESTED, enable_router_support_loss=SWITCH)
-        validate(self, rules)
+    namespace: dict[str, Any] = {"__post_init__": __post_init__}
+    if mistake == "metadata-without-alpha":
+        namespace["to_dict"] = _weights_only
+    declared = [
+        (field_name, nested, field(default_factory=nested))
+        if rule == NESTED
+        else (field_name, type(default), field(default=default))
+        for field_name, (default, rule) in table.items()
+    ]
+    frozen = mistake != "mutable-config"  # a plain dataclass: configs changed after logging
+    cls = make_dataclass(name, declared, namespace=namespace, frozen=frozen)
+    cls.__module__ = __name__
+    return cls
 
 
 # --- trainer flags -------------------------------------------------------------------------
 
-#: flag -> field, the seed's seven
+#: flag -> field, the seed's trainer flags
 FLAGS = {
     "--raw-reconstruction-weight": "raw_weight",
     "--distribution-normalized-reconstruction-weight": "distribution_normalized_weight",
@@ -122,6 +295,23 @@ FLAGS = {
     "--example-inverse-surprisal-epsilon": "example_inverse_surprisal_epsilon",
 }
 REMOVED_FLAG = "--normalize-reconstruction-loss"
+
+
+def flags_of(mistake: str | None) -> dict[str, str]:
+    """Flag -> field, as this API spells them."""
+    if mistake == "misspelt-flag":  # after the field's name, without "-reconstruction"
+        corrected = "normalized_concentration_corrected_token_weighted_weight"
+        return {
+            ("--" + name.replace("_", "-") if name == corrected else f): name
+            for f, name in FLAGS.items()
+        }
+    if mistake == "crossed-flags":  # a copy-paste slip: with neither given, defaults hide it
+        return {
+            **FLAGS,
+            "--token-weighted-reconstruction-alpha": "example_inverse_surprisal_epsilon",
+            "--example-inverse-surprisal-epsilon": "token_weight_alpha",
+        }
+    return dict(FLAGS)
 
 
 def destination(flag: str) -> str:
@@ -143,9 +333,6 @@ def non_negative(text: str) -> float:
 class RemovedFlag(argparse.Action):
     """The old boolean: a usage error that names its replacement, however it is given."""
 
-    def __init__(self, option_strings: Any, dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs="?", default=argparse.SUPPRESS)
-
     def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
         parser.error(
             f"{REMOVED_FLAG} was removed: weigh distribution_normalized_reconstruction_loss "
@@ -154,40 +341,43 @@ class RemovedFlag(argparse.Action):
 
 
 def add_flags(
-    parser: argparse.ArgumentParser,
-    defaults: Any,
-    *,
-    flags: Mapping[str, str] = FLAGS,
-    value_type: Callable[[str], float] = non_negative,
-    removed: type[argparse.Action] | None = RemovedFlag,
-    **removed_options: Any,
+    parser: argparse.ArgumentParser, defaults: Any, flags: Mapping[str, str], mistake: str | None
 ) -> None:
     group = parser.add_argument_group("reconstruction loss")
+    value_type = float if mistake == "float-flags" else non_negative  # float: -1, nan, inf
     for flag, name in flags.items():
         group.add_argument(flag, type=value_type, default=getattr(defaults, name))
-    if removed is not None:
-        group.add_argument(REMOVED_FLAG, action=removed, help=argparse.SUPPRESS, **removed_options)
-
-
-def config_from_args(
-    args: argparse.Namespace, config_class: type, flags: Mapping[str, str] = FLAGS
-) -> Any:
-    return config_class(**{name: getattr(args, destination(flag)) for flag, name in flags.items()})
-
-
-def add_reconstruction_loss_arguments(parser: argparse.ArgumentParser) -> None:
-    add_flags(parser, ReconstructionLossConfig())
-
-
-def reconstruction_loss_config_from_args(args: argparse.Namespace) -> ReconstructionLossConfig:
-    return config_from_args(args, ReconstructionLossConfig)
+    if mistake == "flag-default-differs":  # "no stabilizer": not the dataclass's default
+        parser.set_defaults(example_inverse_surprisal_epsilon=0.0)
+    if mistake == "removed-flag-accepted":  # so that old launch scripts still run, silently
+        parser.add_argument(REMOVED_FLAG, action="store_true", help="deprecated, ignored")
+    elif mistake != "removed-flag-deleted":  # deleted: "unrecognized arguments", no hint
+        group.add_argument(
+            REMOVED_FLAG,
+            action=RemovedFlag,
+            nargs=0 if mistake == "removed-flag-nargs0" else "?",  # 0: '=true' never reaches it
+            default=False if mistake == "removed-flag-in-namespace" else argparse.SUPPRESS,
+            help=argparse.SUPPRESS,
+        )
 
 
 # --- the stack -----------------------------------------------------------------------------
 
+#: the five terms, each with its weight's field, in the seed's order
+TERMS = {
+    "reconstruction_loss": "raw_weight",
+    "distribution_normalized_reconstruction_loss": "distribution_normalized_weight",
+    "example_inverse_surprisal_weighted_reconstruction_loss": "example_inverse_surprisal_weight",
+    "token_weighted_reconstruction_loss": "token_weighted_weight",
+    "normalized_concentration_corrected_token_weighted_reconstruction_loss": (
+        "normalized_concentration_corrected_token_weighted_weight"
+    ),
+}
+TOTAL_RECONSTRUCTION = "total_reconstruction_loss"
+
 
 def reconstruction_losses(
-    token_nll: Tensor, zfree_token_nll: Tensor, mask: Tensor, config: Any
+    token_nll: Tensor, zfree_token_nll: Tensor, mask: Tensor, config: Any, mistake: str | None
 ) -> dict[str, Tensor]:
     """The five terms, the two diagnostics and their total, as batch means over the kept
     examples (those with a valid token)."""
@@ -195,6 +385,8 @@ def reconstruction_losses(
     dtype = torch.promote_types(
         torch.promote_types(token_nll.dtype, zfree_token_nll.dtype), torch.float32
     )
+    if mistake == "float64-results":  # "for accuracy", whatever the inputs
+        dtype = torch.float64
     l = torch.where(valid, token_nll.to(dtype), 0.0)
     b = torch.where(valid, zfree_token_nll.detach().to(dtype), 0.0)
     n = valid.sum(1).to(dtype)
@@ -212,30 +404,22 @@ def reconstruction_losses(
     def batch_mean(x: Tensor) -> Tensor:
         return torch.where(kept, x, 0.0).sum() / kept.sum()
 
+    def per_example(x: Tensor) -> Tensor:  # each row's own value, NaN for an empty row
+        return torch.where(kept, x, torch.nan)
+
     eps_denominator = torch.where(kept, bbar + config.example_inverse_surprisal_epsilon, 1.0)
-    out = {
-        "reconstruction_loss": batch_mean(lbar),
-        "distribution_normalized_reconstruction_loss": batch_mean(lbar) / c,
-        "example_inverse_surprisal_weighted_reconstruction_loss": batch_mean(
-            lbar / eps_denominator
-        ),
-        "token_weighted_reconstruction_loss": batch_mean(ltok),
-        "normalized_concentration_corrected_token_weighted_reconstruction_loss": batch_mean(
-            ltok / kappa
-        )
-        / c,
-    }
-    weights = (
-        config.raw_weight,
-        config.distribution_normalized_weight,
-        config.example_inverse_surprisal_weight,
-        config.token_weighted_weight,
-        config.normalized_concentration_corrected_token_weighted_weight,
+    terms = (
+        batch_mean(lbar),
+        batch_mean(lbar) / c,
+        batch_mean(lbar / eps_denominator),
+        batch_mean(ltok),
+        batch_mean(ltok / kappa) / c,
     )
-    total = sum(w * term for w, term in zip(weights, out.values(), strict=True))
-    out["token_weighted_base_loss"] = batch_mean(btok)
-    out["token_concentration_factor"] = batch_mean(kappa)
-    out["total_reconstruction_loss"] = total
+    out = dict(zip(TERMS, terms, strict=True))
+    diagnostic = per_example if mistake == "per-example-diagnostics" else batch_mean
+    out["token_weighted_base_loss"] = diagnostic(btok)
+    out["token_concentration_factor"] = diagnostic(kappa)
+    out[TOTAL_RECONSTRUCTION] = sum(getattr(config, w) * out[name] for name, w in TERMS.items())
     return out
 
 
@@ -253,10 +437,17 @@ AUXILIARY = {
 }
 
 
-def auxiliary_weights(config: Any) -> dict[str, float]:
+def auxiliary_weights(config: Any, mistake: str | None) -> dict[str, float]:
     """Each term's effective weight: router support counts only while it is switched on."""
-    weights = {name: getattr(config, weight) for name, weight in AUXILIARY.items()}
-    if not config.enable_router_support_loss:
+    table = AUXILIARY
+    if mistake == "crossed-auxiliary-weights":  # two neighbouring lines of the table, swapped
+        table = {
+            **AUXILIARY,
+            "posterior_entropy": AUXILIARY["posterior_variance"],
+            "posterior_variance": AUXILIARY["posterior_entropy"],
+        }
+    weights = {name: getattr(config, weight) for name, weight in table.items()}
+    if not config.enable_router_support_loss and mistake != "router-switch-ignored":
         weights["router_support"] = 0.0
     return weights
 
@@ -267,46 +458,46 @@ def total_loss(
     mask: Tensor,
     config: Any,
     terms: Mapping[str, Tensor | None],
-    *,
-    weights_of: Callable[[Any], dict[str, float]] = auxiliary_weights,
+    mistake: str | None,
+    default_reconstruction: Any,
 ) -> dict[str, Tensor]:
+    unknown = [name for name in terms if name not in AUXILIARY]
+    if unknown:
+        raise TypeError(f"compute_total_loss() got an unexpected keyword argument {unknown[0]!r}")
     given = {name: value for name, value in terms.items() if value is not None}
-    weights = weights_of(config)
-    for name, weight in weights.items():
-        if weight != 0 and name not in given:
+    weights = auxiliary_weights(config, mistake)
+    # the switch not looked at: a plain VAE that switched router support off must pass one
+    required = (
+        auxiliary_weights(config, "router-switch-ignored")
+        if (mistake == "zero-weight-terms-required")
+        else weights
+    )
+    for name, weight in required.items():
+        if weight != 0 and name not in given and mistake != "missing-term-as-zero":
             raise ValueError(f"{name} must be given: its weight is {weight}")
-    out = reconstruction_losses(token_nll, zfree_token_nll, mask, config.reconstruction)
-    total = out["total_reconstruction_loss"]
+    if mistake == "inputs-modified":  # "cleaning" NaN padding, in the caller's tensor
+        zfree_token_nll.data.masked_fill_(~mask.bool(), 0.0)
+    reconstruction = config.reconstruction
+    if mistake == "default-reconstruction-config":  # the run's weights, alpha, eps, c unused
+        reconstruction = default_reconstruction()
+    out = reconstruction_losses(token_nll, zfree_token_nll, mask, reconstruction, mistake)
+    total = out[TOTAL_RECONSTRUCTION]
     for name, value in given.items():
         if weights[name] != 0:
-            total = total + weights[name] * value
+            logged = value.detach() if mistake == "auxiliary-terms-detached" else value
+            total = total + weights[name] * logged
+    if mistake == "terms-detached":  # logged numbers: only total_loss trains
+        out.update({name: out[name].detach() for name in TERMS})
+    if mistake == "terms-on-total-graph":  # J's graph, value 0, to keep logged terms attached
+        graph = out[TOTAL_RECONSTRUCTION] - out[TOTAL_RECONSTRUCTION].detach()
+        out.update({name: out[name].detach() + graph for name in TERMS})
+    if mistake == "zero-weight-terms-dropped":  # "it is not trained on"
+        out = {
+            k: v for k, v in out.items() if k not in TERMS or getattr(reconstruction, TERMS[k]) != 0
+        }
+    if mistake == "alpha-in-bundle":  # "so that it is logged with them"
+        out["token_weight_alpha"] = torch.tensor(reconstruction.token_weight_alpha)
     return {**out, **given, "total_loss": total}
-
-
-def compute_total_loss(
-    token_nll: Tensor,
-    zfree_token_nll: Tensor,
-    mask: Tensor,
-    config: DisentanglementLossConfig,
-    *,
-    kl: Tensor | None = None,
-    router_support: Tensor | None = None,
-    posterior_entropy: Tensor | None = None,
-    posterior_variance: Tensor | None = None,
-    router_marginal_kl_to_prior: Tensor | None = None,
-    router_supervision: Tensor | None = None,
-    inter_latent_divergence: Tensor | None = None,
-) -> dict[str, Tensor]:
-    terms = {
-        "kl": kl,
-        "router_support": router_support,
-        "posterior_entropy": posterior_entropy,
-        "posterior_variance": posterior_variance,
-        "router_marginal_kl_to_prior": router_marginal_kl_to_prior,
-        "router_supervision": router_supervision,
-        "inter_latent_divergence": inter_latent_divergence,
-    }
-    return total_loss(token_nll, zfree_token_nll, mask, config, terms)
 
 
 # --- token_nll_from_logits (recon_impl's, beyond the seed) ---------------------------------
@@ -326,22 +517,76 @@ def check_logits_arguments(logits: Any, labels: Any, ignore_index: Any, shift: A
         raise ValueError("shift must be a bool")
 
 
-def log_softmax_nll(logits: Tensor, labels: Tensor, ignore_index: int) -> tuple[Tensor, Tensor]:
+def nll_from_logits(
+    logits: Tensor, labels: Tensor, ignore_index: int, shift: bool, mistake: str | None
+) -> tuple[Tensor, Tensor]:
     """-log softmax(z)[y] in float32 or better, 0 where ``labels == ignore_index``."""
+    check_logits_arguments(logits, labels, ignore_index, shift)
+    if mistake == "logits-wrapped-labels":  # compared in their own dtype: uint8 -100 is 156
+        padded = labels == torch.tensor(ignore_index).to(labels.dtype)
+        labels = torch.where(padded, ignore_index, labels.to(torch.int64))
+    labels = labels.to(torch.int64)  # uint8 labels compared as integers, never wrapped
+    if shift:
+        logits, labels = logits[:, :-1], labels[:, 1:]
     mask = labels != ignore_index
+    if mistake == "logits-labels-clamped":  # ids beyond the vocabulary train on its last class
+        labels = torch.where(mask, labels.clamp(0, logits.shape[-1] - 1), labels)
     bad = mask & ((labels < 0) | (labels >= logits.shape[-1]))
     if bool(bad.any()):
         raise ValueError(f"labels must lie in [0, {logits.shape[-1]}) or be ignore_index")
-    log_p = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), -1)
+    if mistake != "logits-half-losses":  # as F.cross_entropy outside autocast, if it were not
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    log_p = torch.log_softmax(logits, -1)
     nll = -log_p.gather(-1, torch.where(mask, labels, 0)[..., None])[..., 0]
     return torch.where(mask, nll, 0.0), mask
 
 
-def token_nll_from_logits(
-    logits: Tensor, labels: Tensor, ignore_index: int = -100, shift: bool = False
-) -> tuple[Tensor, Tensor]:
-    check_logits_arguments(logits, labels, ignore_index, shift)
-    labels = labels.to(torch.int64)  # uint8 labels compared as integers, never wrapped
-    if shift:
-        logits, labels = logits[:, :-1], labels[:, 1:]
-    return log_softmax_nll(logits, labels, ignore_index)
+# --- the API object ------------------------------------------------------------------------
+
+
+@functools.cache
+def api(mistake: str | None = None) -> SimpleNamespace:
+    """The API object with ``mistake`` switched on (None: the correct one); the same object
+    for the same mistake."""
+    if mistake is not None and mistake not in MISTAKES:
+        raise ValueError(f"mistake must be None or one of {', '.join(MISTAKES)}, got {mistake!r}")
+    reconstruction_class = config_class(
+        "ReconstructionLossConfig", reconstruction_fields(mistake), mistake
+    )
+    disentanglement_class = config_class(
+        "DisentanglementLossConfig", DISENTANGLEMENT_FIELDS, mistake, nested=reconstruction_class
+    )
+    flags = flags_of(mistake)
+
+    def add_reconstruction_loss_arguments(parser: argparse.ArgumentParser) -> None:
+        add_flags(parser, reconstruction_class(), flags, mistake)
+
+    def reconstruction_loss_config_from_args(args: argparse.Namespace) -> Any:
+        return reconstruction_class(
+            **{name: getattr(args, destination(flag)) for flag, name in flags.items()}
+        )
+
+    def compute_total_loss(
+        token_nll: Tensor, zfree_token_nll: Tensor, mask: Tensor, config: Any, **terms: Any
+    ) -> dict[str, Tensor]:
+        return total_loss(
+            token_nll, zfree_token_nll, mask, config, terms, mistake, reconstruction_class
+        )
+
+    def token_nll_from_logits(
+        logits: Tensor, labels: Tensor, ignore_index: int = -100, shift: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        return nll_from_logits(logits, labels, ignore_index, shift, mistake)
+
+    return SimpleNamespace(
+        ReconstructionLossConfig=reconstruction_class,
+        DisentanglementLossConfig=disentanglement_class,
+        add_reconstruction_loss_arguments=add_reconstruction_loss_arguments,
+        reconstruction_loss_config_from_args=reconstruction_loss_config_from_args,
+        compute_total_loss=compute_total_loss,
+        token_nll_from_logits=token_nll_from_logits,
+    )
+
+
+#: this module is the correct API too (``recon-spec check-api properties.zoo.api.correct``)
+globals().update(vars(api()))

@@ -42,7 +42,8 @@ def test_the_logits_group_runs_on_request_and_names_a_missing_function() -> None
     # --with-logits adds the group to the whole check, and a module without the function
     # leaves both of its invariants not checked
     missing = check_api(
-        WITHOUT_TOTAL_LOSS, "--with-logits", "--skip", "compute_total_loss", "--max-examples", "2"
+        WITHOUT_TOTAL_LOSS,
+        *("--with-logits", "--skip", "compute_total_loss", "--max-examples", "2", "-j", "1"),
     )
     assert missing.returncode == 2, missing.stdout[-4000:]
     assert "the module has no token_nll_from_logits" in missing.stdout
@@ -66,6 +67,8 @@ def test_a_wrong_module_exits_1_with_its_counterexample(tmp_path: Path) -> None:
         "--max-examples",
         "20",
         "--no-database",
+        "-j",
+        "1",
     )
     assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-2000:]
     assert "FAILED flags-removed" in done.stdout
@@ -182,5 +185,5 @@ def test_the_pytest_form_checks_an_api_module_with_the_same_verdicts() -> None:
 def test_configs_that_compare_by_identity_pass_the_config_and_flags_groups() -> None:
     # @dataclass(frozen=True, eq=False): equality is no part of the seed's contract
     module = str(TARGETS / "api_identity_equality.py")
-    done = check_api(module, "-i", "config", "-i", "flags", "--no-database")
+    done = check_api(module, "-i", "config", "-i", "flags", "--no-database", "-j", "1")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

@@ -110,7 +110,8 @@ def test_a_file_target_in_a_folder_with_colons_is_split_at_its_last_colon(tmp_pa
 @pytest.mark.parametrize("name", ["random", "torch"])
 def test_file_targets_named_like_standard_modules_do_not_replace_them(name: str) -> None:
     done = check(
-        str(TARGETS / "sub" / f"{name}.py") + ":losses", "-i", "values", "--max-examples", "5"
+        str(TARGETS / "sub" / f"{name}.py") + ":losses",
+        *("-i", "values", "--max-examples", "5", "-j", "1"),
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "3 passed, 0 failed" in done.stdout
@@ -413,7 +414,18 @@ def test_a_device_this_machine_lacks_is_a_usage_error() -> None:
 
 def test_output_to_a_closed_pipe_ends_quietly() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "properties.cli", "check", "-i", "contract", "--max-examples", "3"],
+        [
+            sys.executable,
+            "-m",
+            "properties.cli",
+            "check",
+            "-i",
+            "contract",
+            "-j",
+            "1",
+            "--max-examples",
+            "3",
+        ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,

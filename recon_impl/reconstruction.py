@@ -46,7 +46,7 @@ from torch import Tensor
 from recon_impl.config import ReconstructionLossConfig
 from recon_impl.stack import Plan, ReconstructionStack, stack_values
 from recon_impl.terms import DIAGNOSTIC_NAMES as _DIAGNOSTIC_NAMES
-from recon_impl.terms import LOSS_NAMES, PARAMETER_FIELDS, TERM_NAMES, TERMS
+from recon_impl.terms import LOSS_NAMES, TERM_NAMES
 from recon_impl.validation import (
     check_tensor_metadata,
     check_values_readable,
@@ -171,12 +171,7 @@ def reconstruction_losses(
     else:
         valid = mask if mask.dtype == torch.bool else mask != 0
 
-    plan = Plan(
-        dtype=compute_dtype(token_nll, zfree_token_nll),
-        parameters={name: getattr(config, name) for name in PARAMETER_FIELDS},
-        weights={term.name: getattr(config, term.weight_field) for term in TERMS},
-        validate=validate,
-    )
+    plan = Plan.of(config, compute_dtype(token_nll, zfree_token_nll), validate=validate)
     zfree_token_nll = zfree_token_nll.detach()
     if torch._C._are_functorch_transforms_active():
         # torch.func transforms differentiate the same two stages with autograd

@@ -40,14 +40,14 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
 from recon_impl.statistics import Statistics, example_statistics
-from recon_impl.terms import DIAGNOSTICS, TERMS, TOTAL_NAME, ExampleDivisor, Term
+from recon_impl.terms import DIAGNOSTIC_NAMES, LAYOUT, PARAMETERS, TERMS, TOTAL_NAME, Layout, Term
 from recon_impl.validation import value_checksum
 
 __all__ = ["Plan", "ReconstructionStack", "reduce_statistics", "stack_values", "token_gradient"]
@@ -57,12 +57,21 @@ class Plan(NamedTuple):
     """What the stack needs besides the tensors: the config's numbers, the dtype, the terms."""
 
     dtype: torch.dtype
-    #: each parameter's config field -> its value
-    parameters: Mapping[str, float]
-    #: each term's name -> its weight
-    weights: Mapping[str, float]
+    parameters: Mapping[str, float]  # each parameter's config field -> its value
+    weights: Mapping[str, float]  # each term's name -> its weight
     validate: bool
-    terms: tuple[Term, ...] = TERMS
+    layout: Layout = LAYOUT  # the term table's, ``layout_of(terms)``
+
+    @classmethod
+    def of(cls, config: Any, dtype: torch.dtype, *, validate: bool) -> Plan:
+        """The plan of a ``ReconstructionLossConfig`` (its fields by the term table's names)."""
+        parameters = {p.field: getattr(config, p.field) for p in PARAMETERS}
+        weights = {t.name: getattr(config, t.weight_field) for t in TERMS}
+        return cls(dtype, parameters, weights, validate)
+
+    @property
+    def terms(self) -> tuple[Term, ...]:
+        return self.layout.terms
 
     @property
     def alpha(self) -> float:
@@ -72,32 +81,9 @@ class Plan(NamedTuple):
     def epsilon(self) -> float:
         return self.parameters["example_inverse_surprisal_epsilon"]
 
-    def scale_of(self, term: Term) -> float | None:
-        """C of ``term``: the parameter its mean is divided by, None for 1."""
-        return None if term.scale_field is None else self.parameters[term.scale_field]
-
-
-def output_names(terms: Iterable[Term]) -> tuple[str, ...]:
-    """The stack's outputs, in order: the terms, the diagnostics, the total."""
-    return (*(t.name for t in terms), *(d.name for d in DIAGNOSTICS), TOTAL_NAME)
-
-
-def _divisors(terms: Iterable[Term]) -> tuple[ExampleDivisor, ...]:
-    """The distinct per-example divisors of the terms, in the terms' order."""
-    return tuple({t.divisor.name: t.divisor for t in terms if t.divisor is not None}.values())
-
-
-def _statistic(term: Term, stats: Statistics) -> Tensor:
-    """x_i of ``term``: the per-example statistic its kind averages."""
-    if term.kind == "per-example":
-        return stats.l_mean
-    if term.kind == "share-weighted":
-        return stats.l_tok
-    return stats.token_sums[term.name]
-
 
 class Reduction(NamedTuple):
-    """The outputs by name (in :func:`output_names` order) and what the backward needs."""
+    """The outputs by name (in ``layout.names`` order) and what the backward needs."""
 
     values: dict[str, Tensor]
     #: rows max(n_i, 1), q_i and each divisor d_i: finite on dropped rows too
@@ -116,35 +102,28 @@ def reduce_statistics(stats: Statistics, plan: Plan) -> Reduction:
     (raw: :math:`\bar l_i`; dist: :math:`\bar l_i / c`; ex: :math:`\bar l_i/(\bar b_i +
     \varepsilon)`; tok: :math:`\ell^\mathrm{tok}_i`; cc: :math:`\ell^\mathrm{tok}_i /
     (c \kappa_i)`) and the diagnostics :math:`\operatorname{mean}_i b^\mathrm{tok}_i`,
-    :math:`\operatorname{mean}_i \kappa_i`. A term whose weight is 0 is computed and
-    returned but left out of J, so that its overflow (0 * inf) cannot reach the total.
-    Divisions, never products with reciprocals, which overflow for a tiny eps or c. Each
-    output is a tensor of its own (not a view), so that the caller may modify it in place.
+    :math:`\operatorname{mean}_i \kappa_i`. A zero-weighted term is returned but left out of
+    J, so that its overflow (0 * inf) cannot reach the total. Divisions, never products with
+    reciprocals (they overflow for a tiny eps or c). Each output is a tensor of its own.
     """
     kept, kept_count = stats.kept, stats.kept.sum(dtype=plan.dtype)
-    divisors = {d.name: d.compute(stats, plan) for d in _divisors(plan.terms)}
-    # each output's per-example x_i, divisor d_i and C: the terms', then the diagnostics'
-    sources = [(t.name, _statistic(t, stats), t.divisor and t.divisor.name) for t in plan.terms]
-    sources += [(d.name, getattr(stats, d.statistic), None) for d in DIAGNOSTICS]
-    rows: dict[tuple[int, str | None], Tensor] = {}  # the distinct x_i / d_i, stacked once
-    for _, x, divisor in sources:
-        if (id(x), divisor) not in rows:
-            rows[id(x), divisor] = x if divisor is None else x / divisors[divisor]
-    per_example = torch.stack(list(rows.values()))
+    layout, parameters = plan.layout, plan.parameters
+    divisors = {d.name: d.compute(stats, plan) for d in layout.divisors}
+    rows = []  # the distinct x_i / d_i (raw and dist share one), stacked once
+    for statistic, token, divisor, _ in layout.rows:
+        x = getattr(stats, statistic) if token is None else stats.token_sums[token]
+        rows.append(x if divisor is None else x / divisors[divisor])
+    per_example = torch.stack(rows)
     # each over B' before the sum, which cannot overflow then (means near the dtype's maximum)
     means = (torch.where(kept, per_example, 0.0) / kept_count).sum(1)
     if per_example.shape[1] == 0:
         means = means / kept_count  # B = 0: 0/0, like the other means without an example
-    mean_of = dict(zip(rows, torch.unbind_copy(means), strict=True))
-    values: dict[str, Tensor] = {}
-    scales = {t.name: plan.scale_of(t) for t in plan.terms}
-    for name, x, divisor in sources:
-        mean, scale = mean_of[id(x), divisor], scales.get(name)
-        if scale is not None:
-            values[name] = mean / scale
-        else:  # a mean two outputs share (raw and tok for alpha = 0) is copied for the second
-            values[name] = mean.clone() if any(v is mean for v in values.values()) else mean
-    weighted = [plan.weights[t.name] * values[t.name] for t in plan.terms if plan.weights[t.name]]
+    mean_of = dict(zip(layout.rows, torch.unbind_copy(means), strict=True))
+    values = {
+        name: mean_of[row] if scale is None else mean_of[row] / parameters[scale]
+        for name, row, scale in layout.outputs
+    }
+    weighted = [w * values[name] for name, w in plan.weights.items() if w != 0]
     total = _add(weighted)
     values[TOTAL_NAME] = torch.zeros_like(kept_count) if total is None else total
     state = torch.stack([stats.count, stats.share_sum, *divisors.values()])
@@ -177,25 +156,21 @@ def token_gradient(
     differentiating the gradient (``create_graph=True``) meets no 0 * inf.
     """
     total, kept_count = upstream[TOTAL_NAME], saved["kept_count"]
-    rows = ("count", "share_sum", *(d.name for d in _divisors(plan.terms)))
-    state = dict(zip(rows, saved["state"], strict=True))
-    # per (kind, divisor, per-token term): the weights' part as one number, C folded in,
-    # and the terms' own gradients, each over its C
-    groups: dict[tuple[str, str | None, str | None], tuple[float, list[Tensor]]] = {}
-    for term in plan.terms:
-        scale, own = plan.scale_of(term), upstream[term.name]
-        divisor = term.divisor and term.divisor.name
-        key = (term.kind, divisor, term.name if term.kind == "per-token" else None)
-        weight, parts = groups.get(key, (0.0, []))
-        weight += plan.weights[term.name] if scale is None else plan.weights[term.name] / scale
-        if own is not None:
-            parts.append(own if scale is None else own / scale)
-        groups[key] = (weight, parts)
+    state = dict(zip(plan.layout.state_rows, saved["state"], strict=True))
     per_example: list[Tensor] = []
     shared: list[Tensor] = []
     per_token: list[tuple[Tensor, Tensor]] = []
-    for (kind, divisor, name), (weight, parts) in groups.items():
-        a = _add([_scaled(total, weight), *parts])
+    for (kind, divisor, token), members in plan.layout.groups.items():
+        # the weights' part as one number, C folded in, and the terms' own gradients
+        weight = 0.0
+        for name, field in members:
+            w = plan.weights[name]
+            weight += w if field is None else w / plan.parameters[field]
+        a = _scaled(total, weight)
+        for name, field in members:
+            if (g := upstream[name]) is not None:
+                g = g if field is None else g / plan.parameters[field]
+                a = g if a is None else a + g
         if a is None:
             continue
         a = a if divisor is None else a / state[divisor]
@@ -204,7 +179,7 @@ def token_gradient(
         elif kind == "share-weighted":
             shared.append(a)
         else:
-            per_token.append((saved[f"k:{name}"], a))
+            per_token.append((saved[f"k:{token}"], a))
     m = _add(shared)
     uniform, p = saved.get("uniform"), saved.get("shares")
     if m is not None:
@@ -256,10 +231,10 @@ def stack_values(
 
 
 class ReconstructionStack(torch.autograd.Function):
-    """``(token_nll, zfree_token_nll, valid, plan)`` -> the values in
-    :func:`output_names` order (``RECONSTRUCTION_LOSS_NAMES`` for the design's terms) and,
-    when ``plan.validate``, the checksum of :func:`~recon_impl.validation.value_checksum`;
-    the backward is :func:`token_gradient`.
+    """``(token_nll, zfree_token_nll, valid, plan)`` -> the values in ``output_names``
+    order (``RECONSTRUCTION_LOSS_NAMES`` for the design's terms) and, when
+    ``plan.validate``, the checksum of :func:`~recon_impl.validation.value_checksum`; the
+    backward is :func:`token_gradient`.
 
     ``zfree_token_nll`` comes detached and ``valid`` is the bool mask; the inputs are only
     read, and every output is a fresh tensor. Only the terms and the total carry a gradient.
@@ -269,7 +244,7 @@ class ReconstructionStack(torch.autograd.Function):
     def forward(ctx: Any, l: Tensor, b: Tensor, valid: Tensor, plan: Plan) -> tuple[Tensor, ...]:  # type: ignore[override]
         values, checksum, (stats, reduction) = stack_values(l, b, valid, plan)
         checks = () if checksum is None else (checksum,)
-        ctx.mark_non_differentiable(*(values[d.name] for d in DIAGNOSTICS), *checks)
+        ctx.mark_non_differentiable(*(values[name] for name in DIAGNOSTIC_NAMES), *checks)
         ctx.set_materialize_grads(False)  # an unused output's gradient is None, not zeros
         ctx.plan, ctx.input_dtype = plan, l.dtype
         if ctx.needs_input_grad[0]:
@@ -285,6 +260,6 @@ class ReconstructionStack(torch.autograd.Function):
     def backward(ctx: Any, *grads: Tensor | None) -> tuple[Tensor | None, None, None, None]:  # type: ignore[override]
         saved = dict(zip(ctx.saved_names, ctx.saved_tensors, strict=True))
         # the outputs' gradients by name (the checksum's, last when present, is never used)
-        upstream = dict(zip(output_names(ctx.plan.terms), grads, strict=False))
+        upstream = dict(zip(ctx.plan.layout.names, grads, strict=False))
         grad = token_gradient(upstream, saved["valid"], saved, ctx.plan)  # zeros if no weight
         return grad.to(ctx.input_dtype), None, None, None

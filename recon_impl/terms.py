@@ -20,7 +20,7 @@ scalar divisor (a parameter such as c, or 1):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -28,7 +28,8 @@ import torch
 from torch import Tensor
 
 if TYPE_CHECKING:  # the stack's records; imported for the type hints only (no cycle)
-    from recon_impl.stack import Plan, Statistics
+    from recon_impl.stack import Plan
+    from recon_impl.statistics import Statistics
 
 GradientKind = Literal["per-example", "share-weighted", "per-token"]
 Rule = Literal["non-negative", "positive"]
@@ -82,7 +83,7 @@ class Parameter:
 @dataclass(frozen=True)
 class Diagnostic:
     """An approved diagnostic: the mean over kept examples of a per-example statistic
-    (an attribute of ``recon_impl.stack.Statistics``); it carries no gradient."""
+    (an attribute of ``recon_impl.statistics.Statistics``); it carries no gradient."""
 
     name: str
     statistic: str
@@ -189,7 +190,6 @@ TOTAL_NAME = "total_reconstruction_loss"
 
 TERM_NAMES: tuple[str, ...] = tuple(term.name for term in TERMS)
 DIAGNOSTIC_NAMES: tuple[str, ...] = tuple(d.name for d in DIAGNOSTICS)
-LOSS_NAMES: tuple[str, ...] = (*TERM_NAMES, *DIAGNOSTIC_NAMES, TOTAL_NAME)
 PARAMETER_FIELDS: tuple[str, ...] = tuple(p.field for p in PARAMETERS)
 #: every config field, in order: the weights, then the parameters
 CONFIG_FIELDS: tuple[str, ...] = (*(t.weight_field for t in TERMS), *PARAMETER_FIELDS)
@@ -207,3 +207,61 @@ FLAGS: dict[str, tuple[str, str]] = {
     **{t.flag: (t.weight_field, t.help) for t in TERMS},
     **{p.flag: (p.field, p.help) for p in PARAMETERS if p.flag and p.help},
 }
+
+
+def output_names(terms: Iterable[Term] = TERMS) -> tuple[str, ...]:
+    """The stack's outputs for ``terms``, in order: the terms, the diagnostics, the total."""
+    return (*(t.name for t in terms), *DIAGNOSTIC_NAMES, TOTAL_NAME)
+
+
+#: a per-example vector of the reduction: (statistic, per-token term or None, divisor or
+#: None, the output it is private to or None)
+Row = tuple[str, str | None, str | None, str | None]
+#: a part of the gradient: (kind, divisor or None, per-token term or None)
+Group = tuple[GradientKind, str | None, str | None]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the stack derives from a term table, once per table (not per call)."""
+
+    terms: tuple[Term, ...]
+    names: tuple[str, ...]  # the outputs, in order
+    divisors: tuple[ExampleDivisor, ...]  # the distinct d_i, in the terms' order
+    state_rows: tuple[str, ...]  # the per-example vectors the backward keeps
+    rows: tuple[Row, ...]  # the distinct x_i / d_i, stacked once
+    #: each term and diagnostic: (name, its row, the field of its C or None)
+    outputs: tuple[tuple[str, Row, str | None], ...]
+    #: the terms whose gradients add up before one division by a d_i: (name, C's field)
+    groups: dict[Group, tuple[tuple[str, str | None], ...]]
+
+
+def layout_of(terms: tuple[Term, ...]) -> Layout:
+    """The layout of ``terms`` (``LAYOUT``, computed at import, for the design's table)."""
+    if terms is TERMS and "LAYOUT" in globals():
+        return LAYOUT
+    divisors = tuple({t.divisor.name: t.divisor for t in terms if t.divisor}.values())
+    outputs: list[tuple[str, Row, str | None]] = []
+    groups: dict[Group, list[tuple[str, str | None]]] = {}
+    for t in terms:
+        statistic = {"per-example": "l_mean", "share-weighted": "l_tok"}.get(t.kind)
+        token = t.name if statistic is None else None
+        row: Row = (statistic or "token_sums", token, t.divisor and t.divisor.name, None)
+        if t.scale_field is None and any(o[1] == row and o[2] is None for o in outputs):
+            row = (*row[:3], t.name)  # an output that is the mean itself: not another's
+        outputs.append((t.name, row, t.scale_field))
+        groups.setdefault((t.kind, row[2], token), []).append((t.name, t.scale_field))
+    outputs += [(d.name, (d.statistic, None, None, None), None) for d in DIAGNOSTICS]
+    return Layout(
+        terms,
+        output_names(terms),
+        divisors,
+        ("count", "share_sum", *(d.name for d in divisors)),
+        tuple(dict.fromkeys(row for _, row, _ in outputs)),
+        tuple(outputs),
+        {group: tuple(members) for group, members in groups.items()},
+    )
+
+
+LOSS_NAMES: tuple[str, ...] = output_names(TERMS)
+LAYOUT: Layout = layout_of(TERMS)

@@ -110,9 +110,9 @@ def reduce_statistics(stats: Statistics, plan: Plan) -> Reduction:
     layout, parameters = plan.layout, plan.parameters
     divisors = {d.name: d.compute(stats, plan) for d in layout.divisors}
     rows = []  # the distinct x_i / d_i (raw and dist share one), stacked once
-    for statistic, token, divisor, _ in layout.rows:
-        x = getattr(stats, statistic) if token is None else stats.token_sums[token]
-        rows.append(x if divisor is None else x / divisors[divisor])
+    for row in layout.rows:
+        x = getattr(stats, row.statistic) if row.token is None else stats.token_sums[row.token]
+        rows.append(x if row.divisor is None else x / divisors[row.divisor])
     per_example = torch.stack(rows)
     # each over B' before the sum, which cannot overflow then (means near the dtype's maximum)
     means = (torch.where(kept, per_example, 0.0) / kept_count).sum(1)

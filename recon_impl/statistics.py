@@ -69,9 +69,7 @@ def example_statistics(l: Tensor, b: Tensor, valid: Tensor, plan: Plan) -> Stati
     l_valid, b_valid = (_in_dtype(torch.where(valid, x, 0.0), plan) for x in (l, b))
     # before the share sums overwrite the masked l and b; nothing for the design's terms
     coefficients = {
-        term.name: term.token_coefficient(b_valid, valid, n, plan)
-        for term in plan.terms
-        if term.token_coefficient is not None
+        t.name: t.token_coefficient(b_valid, valid, n, plan) for t in plan.layout.token_terms
     }
     token_sums = {name: (k * l_valid).sum(1) for name, k in coefficients.items()}
     l_sum, b_sum = l_valid.sum(1), b_valid.sum(1)

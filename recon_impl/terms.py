@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import torch
 from torch import Tensor
@@ -214,9 +214,23 @@ def output_names(terms: Iterable[Term] = TERMS) -> tuple[str, ...]:
     return (*(t.name for t in terms), *DIAGNOSTIC_NAMES, TOTAL_NAME)
 
 
-#: a per-example vector of the reduction: (statistic, per-token term or None, divisor or
-#: None, the output it is private to or None)
-Row = tuple[str, str | None, str | None, str | None]
+class Row(NamedTuple):
+    """A per-example vector of the reduction, x_i / d_i."""
+
+    statistic: str  # the attribute of ``Statistics`` that holds x_i
+    token: str | None  # the "per-token" term whose x_i it is (in ``token_sums``)
+    divisor: str | None  # d_i's name, None for 1
+    owner: str | None  # the output it is private to (one that is the mean itself), or None
+
+
+class Output(NamedTuple):
+    """A term or diagnostic of the reduction: the mean of ``row``, divided by C."""
+
+    name: str
+    row: Row
+    scale_field: str | None  # the parameter C, None for 1
+
+
 #: a part of the gradient: (kind, divisor or None, per-token term or None)
 Group = tuple[GradientKind, str | None, str | None]
 
@@ -230,10 +244,10 @@ class Layout:
     divisors: tuple[ExampleDivisor, ...]  # the distinct d_i, in the terms' order
     state_rows: tuple[str, ...]  # the per-example vectors the backward keeps
     rows: tuple[Row, ...]  # the distinct x_i / d_i, stacked once
-    #: each term and diagnostic: (name, its row, the field of its C or None)
-    outputs: tuple[tuple[str, Row, str | None], ...]
+    outputs: tuple[Output, ...]  # each term and diagnostic
     #: the terms whose gradients add up before one division by a d_i: (name, C's field)
     groups: dict[Group, tuple[tuple[str, str | None], ...]]
+    token_terms: tuple[Term, ...]  # the "per-token" terms, whose k the statistics stage builds
 
 
 def layout_of(terms: tuple[Term, ...]) -> Layout:
@@ -241,25 +255,28 @@ def layout_of(terms: tuple[Term, ...]) -> Layout:
     if terms is TERMS and "LAYOUT" in globals():
         return LAYOUT
     divisors = tuple({t.divisor.name: t.divisor for t in terms if t.divisor}.values())
-    outputs: list[tuple[str, Row, str | None]] = []
+    outputs: list[Output] = []
     groups: dict[Group, list[tuple[str, str | None]]] = {}
     for t in terms:
+        if (t.kind == "per-token") != (t.token_coefficient is not None):
+            raise ValueError(f"term {t.name}: a token_coefficient exactly for kind 'per-token'")
         statistic = {"per-example": "l_mean", "share-weighted": "l_tok"}.get(t.kind)
         token = t.name if statistic is None else None
-        row: Row = (statistic or "token_sums", token, t.divisor and t.divisor.name, None)
-        if t.scale_field is None and any(o[1] == row and o[2] is None for o in outputs):
-            row = (*row[:3], t.name)  # an output that is the mean itself: not another's
-        outputs.append((t.name, row, t.scale_field))
-        groups.setdefault((t.kind, row[2], token), []).append((t.name, t.scale_field))
-    outputs += [(d.name, (d.statistic, None, None, None), None) for d in DIAGNOSTICS]
+        row = Row(statistic or "token_sums", token, t.divisor and t.divisor.name, None)
+        if t.scale_field is None and any(o.row == row and not o.scale_field for o in outputs):
+            row = row._replace(owner=t.name)  # an output that is the mean itself: not another's
+        outputs.append(Output(t.name, row, t.scale_field))
+        groups.setdefault((t.kind, row.divisor, token), []).append((t.name, t.scale_field))
+    outputs += [Output(d.name, Row(d.statistic, None, None, None), None) for d in DIAGNOSTICS]
     return Layout(
         terms,
         output_names(terms),
         divisors,
         ("count", "share_sum", *(d.name for d in divisors)),
-        tuple(dict.fromkeys(row for _, row, _ in outputs)),
+        tuple(dict.fromkeys(o.row for o in outputs)),
         tuple(outputs),
         {group: tuple(members) for group, members in groups.items()},
+        tuple(t for t in terms if t.kind == "per-token"),
     )
 
 

@@ -147,7 +147,7 @@ class DisentanglementLossConfig:
     bonus, say) is passed with its sign flipped.
 
     Args:
-        reconstruction: the ``ReconstructionLossConfig`` of the five reconstruction terms
+        reconstruction: the ``ReconstructionLossConfig`` of the reconstruction terms
             (their weights, alpha, epsilon and the z-free reference scale c); their
             weighted sum is ``total_reconstruction_loss`` (J).
         beta: weight on ``kl``, the KL divergence of the latent posterior q(z | x) from the

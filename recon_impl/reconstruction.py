@@ -150,9 +150,9 @@ def reconstruction_losses(
             or on meta tensors (a ``ValueError`` says to pass ``validate=False`` there).
 
     Returns:
-        ``ReconstructionLosses``: eight 0-dim tensors in float32 or better, on the inputs'
+        ``ReconstructionLosses``: 0-dim tensors in float32 or better, on the inputs'
         device. ``total_reconstruction_loss`` is differentiable with respect to
-        ``token_nll``, and so is each of the five terms on its own. The total sums the
+        ``token_nll``, and so is each term on its own. The total sums the
         terms whose weight is non-zero: a zero-weighted term is returned but cannot reach
         the total's value or gradient, even where it overflows.
 

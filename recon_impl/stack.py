@@ -32,8 +32,9 @@ with :math:`a_k` the upstream gradient of term :math:`k` (plus :math:`w_k` times
 the total, for the terms with :math:`w_k \ne 0`), :math:`p` the share numerators and
 :math:`u_i, v_i` per-example coefficients (:func:`token_gradient`). Each term keeps its own
 gradient; the diagnostics carry none, and nothing flows to b. To add a term, add its
-record (and any parameter it reads) to ``recon_impl/terms.py``. (Much of a call's cost at
-moderate sizes is per torch call, not per element: calls are kept few.)
+record (and any parameter it reads) to ``recon_impl/terms.py``: its kind, its C, its
+:math:`d_i` (from the statistics or from b) or its :math:`k`; nothing here changes. (Much
+of a call's cost at moderate sizes is per torch call, not per element: calls are kept few.)
 """
 
 from __future__ import annotations
@@ -108,7 +109,10 @@ def reduce_statistics(stats: Statistics, plan: Plan) -> Reduction:
     """
     kept, kept_count = stats.kept, stats.kept.sum(dtype=plan.dtype)
     layout, parameters = plan.layout, plan.parameters
-    divisors = {d.name: d.compute(stats, plan) for d in layout.divisors}
+    divisors = {
+        d.name: stats.token_divisors[d.name] if d.compute is None else d.compute(stats, plan)
+        for d in layout.divisors
+    }
     rows = []  # the distinct x_i / d_i (raw and dist share one), stacked once
     for row in layout.rows:
         x = getattr(stats, row.statistic) if row.token is None else stats.token_sums[row.token]

@@ -33,6 +33,8 @@ class Statistics(NamedTuple):
     # the "per-token" terms' k (the [B, T] coefficient) and sum_t k_it l_it, by term name
     token_coefficients: dict[str, Tensor]
     token_sums: dict[str, Tensor]
+    # the divisors d_i built from b (``ExampleDivisor.from_tokens``), by name
+    token_divisors: dict[str, Tensor]
 
 
 def example_statistics(l: Tensor, b: Tensor, valid: Tensor, plan: Plan) -> Statistics:
@@ -72,6 +74,7 @@ def example_statistics(l: Tensor, b: Tensor, valid: Tensor, plan: Plan) -> Stati
         t.name: t.token_coefficient(b_valid, valid, n, plan) for t in plan.layout.token_terms
     }
     token_sums = {name: (k * l_valid).sum(1) for name, k in coefficients.items()}
+    divisors = {d.name: d.from_tokens(b_valid, valid, n, plan) for d in plan.layout.token_divisors}
     l_sum, b_sum = l_valid.sum(1), b_valid.sum(1)
     b_min = b_valid.amin(1) if plan.validate and b.shape[1] > 0 else None
     l_mean, b_mean = l_sum / n, b_sum / n
@@ -93,6 +96,7 @@ def example_statistics(l: Tensor, b: Tensor, valid: Tensor, plan: Plan) -> Stati
             b_min,
             coefficients,
             token_sums,
+            divisors,
         )
     shares, share_sum, share_l_sum, share_b_sum = _share_sums(l_valid, b_valid, plan)
     uniform = share_sum == 0
@@ -115,6 +119,7 @@ def example_statistics(l: Tensor, b: Tensor, valid: Tensor, plan: Plan) -> Stati
         b_min,
         coefficients,
         token_sums,
+        divisors,
     )
 
 

@@ -16,6 +16,10 @@ scalar divisor (a parameter such as c, or 1):
 * ``"per-token"``: :math:`x_i = \sum_t k_{it} l_{it}` with a ``[B, T]`` coefficient
   :math:`k` built from b (``token_coefficient``), so :math:`\partial R/\partial l_{it} =
   k_{it}/(C d_i B')` (an l/(b + eps) weighting, say; no term of the design uses it).
+
+The divisor :math:`d_i` is an ``ExampleDivisor``: computed from the per-example statistics
+(``compute``: bbar + eps, kappa) or, for a statistic of b they do not hold, from the masked
+b itself (``from_tokens``). A term is its record here, with any ``Parameter`` it reads.
 """
 
 from __future__ import annotations
@@ -41,7 +45,11 @@ class ExampleDivisor:
     dropped row's included, so that the gradient's coefficients stay finite there)."""
 
     name: str
-    compute: Callable[[Statistics, Plan], Tensor]
+    #: d_i from the statistics stage's per-example vectors (``Statistics``) and the plan
+    compute: Callable[[Statistics, Plan], Tensor] | None = None
+    #: or from the masked b (0 at padded positions), the bool mask, max(n_i, 1) and the
+    #: plan: a statistic of b that ``Statistics`` does not hold (its maximum, say)
+    from_tokens: Callable[[Tensor, Tensor, Tensor, Plan], Tensor] | None = None
 
 
 @dataclass(frozen=True)
@@ -248,6 +256,7 @@ class Layout:
     #: the terms whose gradients add up before one division by a d_i: (name, C's field)
     groups: dict[Group, tuple[tuple[str, str | None], ...]]
     token_terms: tuple[Term, ...]  # the "per-token" terms, whose k the statistics stage builds
+    token_divisors: tuple[ExampleDivisor, ...]  # the d_i the statistics stage builds from b
 
 
 def layout_of(terms: tuple[Term, ...]) -> Layout:
@@ -260,6 +269,8 @@ def layout_of(terms: tuple[Term, ...]) -> Layout:
     for t in terms:
         if (t.kind == "per-token") != (t.token_coefficient is not None):
             raise ValueError(f"term {t.name}: a token_coefficient exactly for kind 'per-token'")
+        if t.divisor and (t.divisor.compute is None) == (t.divisor.from_tokens is None):
+            raise ValueError(f"term {t.name}: its divisor needs one of compute, from_tokens")
         statistic = {"per-example": "l_mean", "share-weighted": "l_tok"}.get(t.kind)
         token = t.name if statistic is None else None
         row = Row(statistic or "token_sums", token, t.divisor and t.divisor.name, None)
@@ -277,6 +288,7 @@ def layout_of(terms: tuple[Term, ...]) -> Layout:
         tuple(outputs),
         {group: tuple(members) for group, members in groups.items()},
         tuple(t for t in terms if t.kind == "per-token"),
+        tuple(d for d in divisors if d.from_tokens is not None),
     )
 
 

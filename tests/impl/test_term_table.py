@@ -1,6 +1,7 @@
 """recon_impl's term table: equal to the spec's registries, the one source of the config,
-the flags and the names, and generic in the stack (a per-token term, added by a table of
-its own, gets its value and gradient with no other edit)."""
+the flags and the names, and generic in the stack (a per-token term and a per-example term
+weighted by a statistic of b, added by a table of their own, get their values and
+gradients with no other edit)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from recon_impl.terms import (
     RULES,
     TERMS,
     TOTAL_NAME,
+    ExampleDivisor,
     Term,
     layout_of,
 )
@@ -185,7 +187,25 @@ SCALED_PER_TOKEN = dataclasses.replace(
     scale_field="zfree_reference_scale",
     divisor=INVERSE_SURPRISAL,
 )
-TABLE = (*TERMS, PER_TOKEN, SCALED_PER_TOKEN)
+
+
+def _largest_b(b_valid, valid, count, plan):
+    """max_t b_it + eps: a statistic of b that the statistics stage does not hold."""
+    return b_valid.amax(1) + plan.parameters["example_inverse_surprisal_epsilon"]
+
+
+# a per-example term whose divisor is built from b: R = mean_i lbar_i / (max_t b_it + eps)
+PER_EXAMPLE = Term(
+    "largest_surprisal_normalized_loss",
+    "max",
+    "largest_surprisal_normalized_weight",
+    "--largest-surprisal-normalized-weight",
+    "a per-example weight from the largest b",
+    0.0,
+    "per-example",
+    divisor=ExampleDivisor("max b + epsilon", from_tokens=_largest_b),
+)
+TABLE = (*TERMS, PER_TOKEN, SCALED_PER_TOKEN, PER_EXAMPLE)
 
 
 def _batch():
@@ -208,6 +228,8 @@ def _plan(alpha: float, table=TABLE) -> Plan:
 def test_a_term_of_the_wrong_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="token_coefficient exactly for kind 'per-token'"):
         layout_of((dataclasses.replace(PER_TOKEN, kind="per-example"),))
+    with pytest.raises(ValueError, match="its divisor needs one of compute, from_tokens"):
+        layout_of((dataclasses.replace(PER_EXAMPLE, divisor=ExampleDivisor("none")),))
 
 
 @pytest.mark.parametrize("alpha", [0.0, 1.3])
@@ -227,9 +249,12 @@ def test_a_per_token_term_has_its_value_and_gradient(alpha: float) -> None:
     kept = mask.any(1)
     per_example = torch.where(mask, l / (b + eps), 0.0).sum(1) / n
     bbar = torch.where(mask, b, 0.0).sum(1) / n
+    largest = torch.where(mask, b, 0.0).amax(1) + eps
+    lbar = torch.where(mask, l, 0.0).sum(1) / n
     expected = {
         PER_TOKEN.name: per_example[kept].mean(),
         SCALED_PER_TOKEN.name: (per_example / (bbar + eps))[kept].mean() / c,
+        PER_EXAMPLE.name: (lbar / largest)[kept].mean(),
     }
     design, _, _ = stack_values(l, b, mask, _plan(alpha, TERMS))
     expected |= {name: design[name] for name in (*RECONSTRUCTION_TERM_NAMES, *DIAGNOSTIC_NAMES)}
@@ -247,11 +272,12 @@ def test_a_per_token_term_has_its_value_and_gradient(alpha: float) -> None:
     expected_grad = _grad(reference, upstream, reference_leaf)
     torch.testing.assert_close(analytic, expected_grad, rtol=1e-12, atol=1e-15)
     assert torch.all(analytic[~mask] == 0)
-    # alone: dR/dl_it = k_it / (C d_i B') on the kept rows
+    # alone: dR/dl_it = k_it / (C d_i B') (per-token), 1 / (d_i B' n_i) (per-example)
     coefficient = torch.where(mask, 1.0 / ((b + eps) * n[:, None]), 0.0) / kept.sum()
     for term, closed in (
         (PER_TOKEN, coefficient),
         (SCALED_PER_TOKEN, coefficient / (c * (bbar + eps))[:, None]),
+        (PER_EXAMPLE, torch.where(mask, 1.0 / (kept.sum() * n * largest)[:, None], 0.0)),
     ):
         fresh = l.clone().requires_grad_()
         values = dict(

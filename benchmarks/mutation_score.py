@@ -107,8 +107,8 @@ EQUIVALENT: dict[str, str] = {
     "recon_impl/statistics.py::_share_sums: 1.0 -> 2.0 in `scale = torch.where(b_max > 0, b_max, "
     "1.0)`": "taken only where a row's valid b are all 0: b/s is 0 for any s > 0, its shares "
     "are 0 (alpha > 0), and the row falls back to uniform shares",
-    "recon_impl/terms.py::<module>: 1.0 -> 2.0 in `lambda stats, plan: torch.where(stats.kept, "
-    "stats.b_mean + plan.epsilon, 1.0),`": "taken only on a dropped (fully padded) row, whose "
+    "recon_impl/terms.py::_inverse_surprisal: 1.0 -> 2.0 in `return torch.where(stats.kept, "
+    "stats.b_mean + epsilon, 1.0)`": "taken only on a dropped (fully padded) row, whose "
     "values the means leave out and whose gradient is 0 at every (padded) position; any "
     "finite non-zero divisor does",
     "recon_impl/stack.py::token_gradient: 0.0 -> 1.0 in `v = torch.where(uniform, 0.0, m / "

@@ -48,7 +48,16 @@ import torch
 from torch import Tensor
 
 from recon_impl.statistics import Statistics, example_statistics
-from recon_impl.terms import DIAGNOSTIC_NAMES, LAYOUT, PARAMETERS, TERMS, TOTAL_NAME, Layout, Term
+from recon_impl.terms import (
+    DIAGNOSTIC_NAMES,
+    LAYOUT,
+    PARAMETER_FIELDS,
+    TERM_NAMES,
+    TERMS,
+    TOTAL_NAME,
+    Layout,
+    Term,
+)
 from recon_impl.validation import value_checksum
 
 __all__ = ["Plan", "ReconstructionStack", "reduce_statistics", "stack_values", "token_gradient"]
@@ -66,21 +75,19 @@ class Plan(NamedTuple):
     @classmethod
     def of(cls, config: Any, dtype: torch.dtype, *, validate: bool) -> Plan:
         """The plan of a ``ReconstructionLossConfig`` (its fields by the term table's names)."""
-        parameters = {p.field: getattr(config, p.field) for p in PARAMETERS}
-        weights = {t.name: getattr(config, t.weight_field) for t in TERMS}
+        # attrgetter and zip: no Python frame per field (much of a small call is overhead)
+        parameters = dict(zip(PARAMETER_FIELDS, _PARAMETERS_OF(config), strict=True))
+        weights = dict(zip(TERM_NAMES, _WEIGHTS_OF(config), strict=True))
         return cls(dtype, parameters, weights, validate)
 
     @property
     def terms(self) -> tuple[Term, ...]:
         return self.layout.terms
 
-    @property
-    def alpha(self) -> float:
-        return self.parameters["token_weight_alpha"]
 
-    @property
-    def epsilon(self) -> float:
-        return self.parameters["example_inverse_surprisal_epsilon"]
+_PARAMETERS_OF = operator.attrgetter(*PARAMETER_FIELDS)
+_WEIGHTS_OF = operator.attrgetter(*(t.weight_field for t in TERMS))
+_DIAGNOSTICS_OF = operator.itemgetter(*DIAGNOSTIC_NAMES)
 
 
 class Reduction(NamedTuple):
@@ -109,10 +116,11 @@ def reduce_statistics(stats: Statistics, plan: Plan) -> Reduction:
     """
     kept, kept_count = stats.kept, stats.kept.sum(dtype=plan.dtype)
     layout, parameters = plan.layout, plan.parameters
-    divisors = {
-        d.name: stats.token_divisors[d.name] if d.compute is None else d.compute(stats, plan)
-        for d in layout.divisors
-    }
+    divisors = {}  # loops, not comprehensions, on the hot path: no frame of their own
+    for d in layout.divisors:
+        divisors[d.name] = (
+            stats.token_divisors[d.name] if d.compute is None else d.compute(stats, plan)
+        )
     rows = []  # the distinct x_i / d_i (raw and dist share one), stacked once
     for row in layout.rows:
         x = getattr(stats, row.statistic) if row.token is None else stats.token_sums[row.token]
@@ -123,12 +131,12 @@ def reduce_statistics(stats: Statistics, plan: Plan) -> Reduction:
     if per_example.shape[1] == 0:
         means = means / kept_count  # B = 0: 0/0, like the other means without an example
     mean_of = dict(zip(layout.rows, torch.unbind_copy(means), strict=True))
-    values = {
-        name: mean_of[row] if scale is None else mean_of[row] / parameters[scale]
-        for name, row, scale in layout.outputs
-    }
-    weighted = [w * values[name] for name, w in plan.weights.items() if w != 0]
-    total = _add(weighted)
+    values, total = {}, None
+    for name, row, scale in layout.outputs:
+        values[name] = mean_of[row] if scale is None else mean_of[row] / parameters[scale]
+    for name, w in plan.weights.items():
+        if w != 0:
+            total = w * values[name] if total is None else total + w * values[name]
     values[TOTAL_NAME] = torch.zeros_like(kept_count) if total is None else total
     state = torch.stack([stats.count, stats.share_sum, *divisors.values()])
     return Reduction(values, state, kept_count)
@@ -248,14 +256,17 @@ class ReconstructionStack(torch.autograd.Function):
     def forward(ctx: Any, l: Tensor, b: Tensor, valid: Tensor, plan: Plan) -> tuple[Tensor, ...]:  # type: ignore[override]
         values, checksum, (stats, reduction) = stack_values(l, b, valid, plan)
         checks = () if checksum is None else (checksum,)
-        ctx.mark_non_differentiable(*(values[name] for name in DIAGNOSTIC_NAMES), *checks)
+        diagnostics = _DIAGNOSTICS_OF(values)
+        diagnostics = diagnostics if isinstance(diagnostics, tuple) else (diagnostics,)
+        ctx.mark_non_differentiable(*diagnostics, *checks)
         ctx.set_materialize_grads(False)  # an unused output's gradient is None, not zeros
         ctx.plan, ctx.input_dtype = plan, l.dtype
         if ctx.needs_input_grad[0]:
             saved = {"valid": valid, "state": reduction.state, "kept_count": reduction.kept_count}
             if stats.shares is not None:
                 saved.update(uniform=stats.uniform, shares=stats.shares)
-            saved.update({f"k:{name}": k for name, k in stats.token_coefficients.items()})
+            for name, k in stats.token_coefficients.items():
+                saved[f"k:{name}"] = k
             ctx.saved_names = tuple(saved)
             ctx.save_for_backward(*saved.values())
         return (*values.values(), *checks)

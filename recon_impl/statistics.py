@@ -70,15 +70,16 @@ def example_statistics(l: Tensor, b: Tensor, valid: Tensor, plan: Plan) -> Stati
     # sums add in the same order whatever the inputs' strides.
     l_valid, b_valid = (_in_dtype(torch.where(valid, x, 0.0), plan) for x in (l, b))
     # before the share sums overwrite the masked l and b; nothing for the design's terms
-    coefficients = {
-        t.name: t.token_coefficient(b_valid, valid, n, plan) for t in plan.layout.token_terms
-    }
-    token_sums = {name: (k * l_valid).sum(1) for name, k in coefficients.items()}
-    divisors = {d.name: d.from_tokens(b_valid, valid, n, plan) for d in plan.layout.token_divisors}
+    coefficients, token_sums, divisors = {}, {}, {}
+    for term in plan.layout.token_terms:  # none for the design's terms
+        coefficients[term.name] = k = term.token_coefficient(b_valid, valid, n, plan)
+        token_sums[term.name] = (k * l_valid).sum(1)
+    for d in plan.layout.token_divisors:
+        divisors[d.name] = d.from_tokens(b_valid, valid, n, plan)
     l_sum, b_sum = l_valid.sum(1), b_valid.sum(1)
     b_min = b_valid.amin(1) if plan.validate and b.shape[1] > 0 else None
     l_mean, b_mean = l_sum / n, b_sum / n
-    if plan.alpha == 0.0:
+    if plan.parameters["token_weight_alpha"] == 0.0:
         kappa = torch.ones_like(n)
         uniform = shares = None
         return Statistics(
@@ -130,22 +131,23 @@ def _in_dtype(x: Tensor, plan: Plan) -> Tensor:
 
 def _share_sums(l_valid: Tensor, b_valid: Tensor, plan: Plan) -> tuple[Tensor, ...]:
     """p, and per example (q, sum p l, sum p b); overwrites ``l_valid`` and ``b_valid``."""
+    alpha = plan.parameters["token_weight_alpha"]
     b_max = b_valid.amax(1) if b_valid.shape[1] > 0 else b_valid.sum(1)
     scale = torch.where(b_max > 0, b_max, 1.0)
     # A division, not a product with the reciprocal, which overflows for a subnormal s.
     x = b_valid.div_(scale[:, None])  # b/s in [0, 1]; 0 at padded positions
-    if plan.alpha == 1.0:
+    if alpha == 1.0:
         shares = x
         share_x_sum = torch.linalg.vector_norm(x, dim=1).square()  # sum x^2, no [B, T] buffer
     else:
-        if plan.alpha == 0.5:
+        if alpha == 0.5:
             # torch's CPU sqrt is about 3x slower where its argument is 0 (all padding, on
             # an AMD EPYC); 1/rsqrt(x) is not, and maps x = 0 to 1/inf = 0
             shares = torch.rsqrt(x).reciprocal_()
         else:
             # An alpha below the smallest normal number would round to 0 in the dtype and
             # make 0^alpha = 0^0 = 1; the smallest normal gives the same shares.
-            shares = torch.pow(x, max(plan.alpha, torch.finfo(plan.dtype).tiny))
+            shares = torch.pow(x, max(alpha, torch.finfo(plan.dtype).tiny))
         share_x_sum = x.mul_(shares).sum(1)  # x is spent: p x in its place
     share_l_sum = l_valid.mul_(shares).sum(1)  # the masked l is spent: p l in its place
     return shares, shares.sum(1), share_l_sum, share_x_sum * scale

@@ -97,11 +97,12 @@ class Diagnostic:
     statistic: str
 
 
-INVERSE_SURPRISAL = ExampleDivisor(
-    "bbar + epsilon",
-    # 1 on a dropped row, whose bbar + eps may be 0
-    lambda stats, plan: torch.where(stats.kept, stats.b_mean + plan.epsilon, 1.0),
-)
+def _inverse_surprisal(stats: Statistics, plan: Plan) -> Tensor:
+    epsilon = plan.parameters["example_inverse_surprisal_epsilon"]
+    return torch.where(stats.kept, stats.b_mean + epsilon, 1.0)  # 1 on a dropped row
+
+
+INVERSE_SURPRISAL = ExampleDivisor("bbar + epsilon", _inverse_surprisal)
 CONCENTRATION = ExampleDivisor("kappa", lambda stats, plan: stats.kappa)
 
 TERMS: tuple[Term, ...] = (

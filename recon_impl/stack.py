@@ -52,7 +52,6 @@ from recon_impl.terms import (
     DIAGNOSTIC_NAMES,
     LAYOUT,
     PARAMETER_FIELDS,
-    TERM_NAMES,
     TERMS,
     TOTAL_NAME,
     Layout,
@@ -75,19 +74,16 @@ class Plan(NamedTuple):
     @classmethod
     def of(cls, config: Any, dtype: torch.dtype, *, validate: bool) -> Plan:
         """The plan of a ``ReconstructionLossConfig`` (its fields by the term table's names)."""
-        # attrgetter and zip: no Python frame per field (much of a small call is overhead)
-        parameters = dict(zip(PARAMETER_FIELDS, _PARAMETERS_OF(config), strict=True))
-        weights = dict(zip(TERM_NAMES, _WEIGHTS_OF(config), strict=True))
+        parameters, weights = {}, {}  # loops, not comprehensions: no frame of their own
+        for field in PARAMETER_FIELDS:
+            parameters[field] = getattr(config, field)
+        for term in TERMS:
+            weights[term.name] = getattr(config, term.weight_field)
         return cls(dtype, parameters, weights, validate)
 
     @property
     def terms(self) -> tuple[Term, ...]:
         return self.layout.terms
-
-
-_PARAMETERS_OF = operator.attrgetter(*PARAMETER_FIELDS)
-_WEIGHTS_OF = operator.attrgetter(*(t.weight_field for t in TERMS))
-_DIAGNOSTICS_OF = operator.itemgetter(*DIAGNOSTIC_NAMES)
 
 
 class Reduction(NamedTuple):
@@ -256,9 +252,7 @@ class ReconstructionStack(torch.autograd.Function):
     def forward(ctx: Any, l: Tensor, b: Tensor, valid: Tensor, plan: Plan) -> tuple[Tensor, ...]:  # type: ignore[override]
         values, checksum, (stats, reduction) = stack_values(l, b, valid, plan)
         checks = () if checksum is None else (checksum,)
-        diagnostics = _DIAGNOSTICS_OF(values)
-        diagnostics = diagnostics if isinstance(diagnostics, tuple) else (diagnostics,)
-        ctx.mark_non_differentiable(*diagnostics, *checks)
+        ctx.mark_non_differentiable(*[values[name] for name in DIAGNOSTIC_NAMES], *checks)
         ctx.set_materialize_grads(False)  # an unused output's gradient is None, not zeros
         ctx.plan, ctx.input_dtype = plan, l.dtype
         if ctx.needs_input_grad[0]:

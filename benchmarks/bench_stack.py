@@ -63,6 +63,7 @@ does not depend on the machine's load.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import platform
@@ -84,8 +85,10 @@ from recon_impl import (
     token_nll_from_logits,
 )
 from recon_impl.stack import Plan, stack_values
+from recon_impl.terms import TERMS, TOTAL_NAME
 
 ALPHAS = (0.0, 0.5, 1.0, 2.0)
+WEIGHT_FIELDS = tuple(term.weight_field for term in TERMS)
 STEP_TARGET = 1.02
 STACK_TARGET = 3.0
 MEMORY_TARGET = 4.0  # [B, T] buffers
@@ -112,13 +115,10 @@ def machine_description() -> str:
 
 
 def config(alpha: float) -> ReconstructionLossConfig:
-    """Every weight non-zero."""
+    """Every weight non-zero (1, 0.5, 0.25, then again, over the term table)."""
+    weights = dict(zip(WEIGHT_FIELDS, itertools.cycle((1.0, 0.5, 0.25)), strict=False))
     return ReconstructionLossConfig(
-        raw_weight=1.0,
-        distribution_normalized_weight=0.5,
-        example_inverse_surprisal_weight=0.25,
-        token_weighted_weight=1.0,
-        normalized_concentration_corrected_token_weighted_weight=0.5,
+        **weights,
         token_weight_alpha=alpha,
         example_inverse_surprisal_epsilon=1e-3,
         zfree_reference_scale=2.5,
@@ -168,9 +168,13 @@ def microseconds(seconds: list[float]) -> str:
     return f"{statistics.median(seconds) * 1e6:9.0f} us"
 
 
+#: B and T of the stack, memory and compile sections (``--batch``, ``--length``)
+SIZE = {"batch": 64, "length": 2048}
+
+
 def stack_inputs(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """B = 64, T = 2048 float32 l and b in [0, 8), right padding of 0 to 75 %."""
-    batch, length = 64, 2048
+    """B = 64, T = 2048 (``SIZE``) float32 l and b in [0, 8), right padding of 0 to 75 %."""
+    batch, length = SIZE["batch"], SIZE["length"]
     generator = torch.Generator().manual_seed(0)
     l = (torch.rand(batch, length, generator=generator) * 8).to(device)
     b = (torch.rand(batch, length, generator=generator) * 8).to(device)
@@ -199,20 +203,13 @@ def stack_section(device: torch.device, rounds: int) -> bool:
 
     def autograd(alpha: float) -> Callable[[], None]:
         cfg = config(alpha)
-        plan = Plan(
-            torch.float32,
-            alpha,
-            cfg.example_inverse_surprisal_epsilon,
-            cfg.zfree_reference_scale,
-            (1.0, 0.5, 0.25, 1.0, 0.5),
-            True,
-        )
+        plan = Plan.of(cfg, torch.float32, validate=True)
 
         def run() -> None:
             leaf = l.detach().requires_grad_()
             values, checksum, _ = stack_values(leaf, b, mask, plan)
             assert math.isfinite(checksum.item())
-            values[7].backward()
+            values[TOTAL_NAME].backward()
 
         return run
 
@@ -598,7 +595,10 @@ def main(argv: list[str] | None = None) -> int:
         "--conformance-examples", type=int, default=50, help="examples per invariant"
     )
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batch", type=int, default=SIZE["batch"], help="B of the stack")
+    parser.add_argument("--length", type=int, default=SIZE["length"], help="T of the stack")
     args = parser.parse_args(argv)
+    SIZE.update(batch=args.batch, length=args.length)
     chosen = [section for section in SECTIONS if section in (args.only or SECTIONS)]
     if len(chosen) > 1:
         # Each section in a process of its own: what one section leaves behind (the

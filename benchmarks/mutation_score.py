@@ -2,17 +2,18 @@
 
 Run from the repository root:
 
-    python benchmarks/mutation_score.py                              # the four files, ~1 h
+    python benchmarks/mutation_score.py                              # the six files, ~1 h
     python benchmarks/mutation_score.py --file recon_impl/stack.py --sample 30
     python benchmarks/mutation_score.py --list                       # the mutants, no checks
     python benchmarks/mutation_score.py --root ../older-checkout     # that checkout's suite
     python benchmarks/mutation_score.py --keys survivors.txt         # only these mutants
 
-A mutant changes one site of ``recon_impl/stack.py``, ``reconstruction.py``,
-``validation.py`` or ``logits.py`` (the standard operators: an arithmetic operator for
-another, a comparison, a boolean or unary operator, a numeric constant ``n`` to ``n + 1``,
-a reduction for its opposite (sum and mean, amax and amin, any and all, ...), the two
-branches of a ``torch.where`` or conditional expression swapped), outside error messages.
+A mutant changes one site of ``recon_impl/stack.py``, ``statistics.py``, ``terms.py``,
+``reconstruction.py``, ``validation.py`` or ``logits.py`` (the standard operators: an
+arithmetic operator for another, a comparison, a boolean or unary operator, a numeric
+constant ``n`` to ``n + 1``, a reduction for its opposite (sum and mean, amax and amin, any
+and all, ...), the two branches of a ``torch.where`` or conditional expression swapped),
+outside error messages.
 Each mutant is checked from a scratch copy of the suite's root (``--root``) with the
 mutated file in place: ``recon-spec check --with-validation --profile ci --no-database``
 (every invariant, the opt-in validation group included, where the checks of bad inputs
@@ -55,6 +56,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FILES = (
     "recon_impl/stack.py",
+    "recon_impl/statistics.py",
+    "recon_impl/terms.py",
     "recon_impl/reconstruction.py",
     "recon_impl/validation.py",
     "recon_impl/logits.py",
@@ -90,31 +93,27 @@ CALLS = {
 
 #: survivors no input can tell from the original, each with the reason (classified by hand)
 EQUIVALENT: dict[str, str] = {
-    "recon_impl/stack.py::_in_dtype: conditional branches swapped: x <-> x.contiguous() in "
+    "recon_impl/statistics.py::_in_dtype: conditional branches swapped: x <-> x.contiguous() in "
     "`return x if x.is_contiguous() else x.contiguous()`": "the same values either way; "
     "a strided (transposed) input kept as it is may only sum its rows in another order, a "
     "rounding within the tolerance of every comparison (MATH.md promises no bitwise result)",
-    "recon_impl/stack.py::_share_sums: 0 -> 1 in "
+    "recon_impl/statistics.py::_share_sums: 0 -> 1 in "
     "`b_max = b_valid.amax(1) if b_valid.shape[1] > 0 else b_valid.sum(1)`": "with one "
     "column the sum of a row is its maximum (only T = 1 takes the changed branch)",
-    "recon_impl/stack.py::_share_sums: sum( -> mean( in "
+    "recon_impl/statistics.py::_share_sums: sum( -> mean( in "
     "`b_max = b_valid.amax(1) if b_valid.shape[1] > 0 else b_valid.sum(1)`": "only T = 0 "
     "takes this branch (amax of nothing raises); its NaN mean feeds only `b_max > 0`, False "
     "for NaN as for the sum's 0, so the scale is 1 either way",
-    "recon_impl/stack.py::_share_sums: 1.0 -> 2.0 in `scale = torch.where(b_max > 0, b_max, "
+    "recon_impl/statistics.py::_share_sums: 1.0 -> 2.0 in `scale = torch.where(b_max > 0, b_max, "
     "1.0)`": "taken only where a row's valid b are all 0: b/s is 0 for any s > 0, its shares "
     "are 0 (alpha > 0), and the row falls back to uniform shares",
-    "recon_impl/stack.py::reduce_statistics: 1.0 -> 2.0 in `divisor = torch.where(kept, "
-    "stats.b_mean + plan.epsilon, 1.0)`": "taken only on a dropped (fully padded) row, whose "
+    "recon_impl/terms.py::_inverse_surprisal: 1.0 -> 2.0 in `return torch.where(stats.kept, "
+    "stats.b_mean + epsilon, 1.0)`": "taken only on a dropped (fully padded) row, whose "
     "values the means leave out and whose gradient is 0 at every (padded) position; any "
     "finite non-zero divisor does",
     "recon_impl/stack.py::token_gradient: 0.0 -> 1.0 in `v = torch.where(uniform, 0.0, m / "
-    "(kept_count * share_sum))`": "taken only on a row without share mass, whose shares p "
+    '(kept_count * state["share_sum"]))`': "taken only on a row without share mass, whose shares p "
     "are all 0: the gradient p v + u is u whatever v is",
-    "recon_impl/stack.py::ReconstructionStack.forward: 5 -> 6 in "
-    "`ctx.mark_non_differentiable(*values[5:7], *checks)`": "token_weighted_base_loss then "
-    "requires grad, but the backward never reads its upstream gradient: its gradient is 0, "
-    "the true one (it depends on b alone), and MATH.md's 'no gradient to l' holds",
     **{
         f"recon_impl/validation.py::value_checksum: sum( -> mean( in `{line}`": "the checksum "
         "is only tested for finiteness, and a mean of the parts is finite exactly when their "

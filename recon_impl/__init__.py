@@ -3,9 +3,12 @@
 Where things are:
 
 * ``config.py`` — ``ReconstructionLossConfig``, ``DisentanglementLossConfig``
-* ``reconstruction.py`` — ``reconstruction_losses``: the five terms, two diagnostics, total
-* ``stack.py`` — the one formulation: a statistics stage, a reduction stage and the
-  analytic gradient that makes them one autograd node (eager, ``torch.compile``, ``torch.func``)
+* ``terms.py`` — the one table of the terms, parameters, diagnostics and total: the config
+  fields, flags, output names and the stack's terms derive from it
+* ``reconstruction.py`` — ``reconstruction_losses``: the terms, the diagnostics, the total
+* ``stack.py``, ``statistics.py`` — the one formulation: a statistics stage, a reduction
+  stage and the analytic gradient that makes them one autograd node (eager,
+  ``torch.compile``, ``torch.func``)
 * ``total_loss.py`` — ``compute_total_loss``: reconstruction plus the auxiliary terms
   (``TOTAL_LOSS_NAMES``, ``AUXILIARY_TERM_NAMES``)
 * ``training_step.py`` — ``TrainingStep``: one optimizer step over micro-batches and ranks

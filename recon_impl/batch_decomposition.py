@@ -130,7 +130,7 @@ def weighted_shard_losses(
 
     Summed over the shards (with the weights of ``shard_weights``), every entry is the
     union's value; backpropagating every shard's ``total_reconstruction_loss`` gives the
-    union's gradient. A shard with no kept example gives zeros: all eight are 0, and its
+    union's gradient. A shard with no kept example gives zeros: every entry is 0, and its
     ``total_reconstruction_loss`` is a zero that depends on ``token_nll`` (its gradient
     is 0 at every position, padded NaN and inf included).
 

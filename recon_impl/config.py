@@ -8,9 +8,13 @@ nested run metadata; ``token_weight_alpha`` is logged there and never in the los
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+import textwrap
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from numbers import Real
 from typing import Any
+
+from recon_impl.terms import CONFIG_FIELDS, DEFAULTS, PARAMETERS, RULES, TERMS
 
 
 def finite_float(name: str, value: Any) -> float:
@@ -56,32 +60,42 @@ def _check_positive(owner: str, name: str, value: Any) -> float:
     return value
 
 
-@dataclass(frozen=True)
-class ReconstructionLossConfig:
-    """Weights and parameters of the five reconstruction terms.
+_CHECKS: dict[str, Callable[[str, str, Any], float]] = {
+    "non-negative": _check_non_negative,
+    "positive": _check_positive,
+}
+_COUNT = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def _reconstruction_doc() -> str:
+    """The config's docstring, from the term table."""
+    parts = [rf"w_\mathrm{{{t.symbol}}} R_\mathrm{{{t.symbol}}}" for t in TERMS]
+    lines = [" + ".join(parts[i : i + 2]) for i in range(0, len(parts), 2)]
+    formula = "\n            + ".join(lines)
+    args = [f"{t.weight_field}: w_{t.symbol}, on ``{t.name}``." for t in TERMS]
+    args += [f"{p.field}: {p.doc}" for p in PARAMETERS]
+    wrapped = "\n".join(
+        textwrap.fill(
+            a,
+            88,
+            initial_indent=" " * 8,
+            subsequent_indent=" " * 12,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        for a in args
+    )
+    count = _COUNT[len(TERMS)] if len(TERMS) < len(_COUNT) else str(len(TERMS))
+    return f"""Weights and parameters of the {count} reconstruction terms.
 
     The total reconstruction loss is
 
     .. math::
 
-        J = w_\\mathrm{raw} R_\\mathrm{raw} + w_\\mathrm{dist} R_\\mathrm{dist}
-            + w_\\mathrm{ex} R_\\mathrm{ex} + w_\\mathrm{tok} R_\\mathrm{tok}
-            + w_\\mathrm{cc} R_\\mathrm{cc}
+        J = {formula}
 
     Args:
-        raw_weight: w_raw, on ``reconstruction_loss``.
-        distribution_normalized_weight: w_dist, on
-            ``distribution_normalized_reconstruction_loss``.
-        example_inverse_surprisal_weight: w_ex, on
-            ``example_inverse_surprisal_weighted_reconstruction_loss``.
-        token_weighted_weight: w_tok, on ``token_weighted_reconstruction_loss``.
-        normalized_concentration_corrected_token_weighted_weight: w_cc, on
-            ``normalized_concentration_corrected_token_weighted_reconstruction_loss``.
-        token_weight_alpha: alpha >= 0, the tempering exponent of both token-level terms
-            (0: uniform shares, 1: linear surprisal shares).
-        example_inverse_surprisal_epsilon: epsilon >= 0, the stabilizer in
-            ``lbar_i / (bbar_i + epsilon)``.
-        zfree_reference_scale: c > 0, the fixed dataset-level z-free reference scale.
+{wrapped}
 
     Example:
         >>> cfg = ReconstructionLossConfig(token_weighted_weight=0.5, token_weight_alpha=2.0)
@@ -89,34 +103,32 @@ class ReconstructionLossConfig:
         2.0
     """
 
-    raw_weight: float = 1.0
-    distribution_normalized_weight: float = 0.0
-    example_inverse_surprisal_weight: float = 0.0
-    token_weighted_weight: float = 0.0
-    normalized_concentration_corrected_token_weighted_weight: float = 0.0
-    token_weight_alpha: float = 1.0
-    example_inverse_surprisal_epsilon: float = 1e-8
-    zfree_reference_scale: float = 1.0
 
-    def __post_init__(self) -> None:
-        owner = type(self).__name__
-        for name in (
-            "raw_weight",
-            "distribution_normalized_weight",
-            "example_inverse_surprisal_weight",
-            "token_weighted_weight",
-            "normalized_concentration_corrected_token_weighted_weight",
-            "token_weight_alpha",
-            "example_inverse_surprisal_epsilon",
-        ):
-            # Stored as float so that run metadata has one type per field.
-            object.__setattr__(self, name, _check_non_negative(owner, name, getattr(self, name)))
-        scale = _check_positive(owner, "zfree_reference_scale", self.zfree_reference_scale)
-        object.__setattr__(self, "zfree_reference_scale", scale)
+def _validate_reconstruction(self: Any) -> None:
+    owner = type(self).__name__
+    for name, rule in RULES.items():
+        # Stored as float so that run metadata has one type per field.
+        object.__setattr__(self, name, _CHECKS[rule](owner, name, getattr(self, name)))
 
-    def to_dict(self) -> dict[str, float]:
-        """The config as run metadata: every field, by name."""
-        return asdict(self)
+
+def _to_dict(self: Any) -> dict[str, float]:
+    """The config as run metadata: every field, by name."""
+    return asdict(self)
+
+
+# A frozen dataclass whose fields (in CONFIG_FIELDS order), defaults and rules are the
+# term table's: a term or parameter added there is a field here, validated, with no edit.
+ReconstructionLossConfig = make_dataclass(
+    "ReconstructionLossConfig",
+    [(name, "float", field(default=DEFAULTS[name])) for name in CONFIG_FIELDS],
+    namespace={
+        "__doc__": _reconstruction_doc(),
+        "__post_init__": _validate_reconstruction,
+        "to_dict": _to_dict,
+    },
+    frozen=True,
+)
+ReconstructionLossConfig.__module__ = __name__
 
 
 @dataclass(frozen=True)
@@ -135,7 +147,7 @@ class DisentanglementLossConfig:
     bonus, say) is passed with its sign flipped.
 
     Args:
-        reconstruction: the ``ReconstructionLossConfig`` of the five reconstruction terms
+        reconstruction: the ``ReconstructionLossConfig`` of the reconstruction terms
             (their weights, alpha, epsilon and the z-free reference scale c); their
             weighted sum is ``total_reconstruction_loss`` (J).
         beta: weight on ``kl``, the KL divergence of the latent posterior q(z | x) from the

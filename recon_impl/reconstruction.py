@@ -38,46 +38,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import make_dataclass
 
 import torch
 from torch import Tensor
 
 from recon_impl.config import ReconstructionLossConfig
 from recon_impl.stack import Plan, ReconstructionStack, stack_values
+from recon_impl.terms import DIAGNOSTIC_NAMES as _DIAGNOSTIC_NAMES
+from recon_impl.terms import LOSS_NAMES, TERM_NAMES
 from recon_impl.validation import (
     check_tensor_metadata,
     check_values_readable,
     raise_for_invalid_values,
 )
 
-RECONSTRUCTION_TERM_NAMES: tuple[str, ...] = (
-    "reconstruction_loss",
-    "distribution_normalized_reconstruction_loss",
-    "example_inverse_surprisal_weighted_reconstruction_loss",
-    "token_weighted_reconstruction_loss",
-    "normalized_concentration_corrected_token_weighted_reconstruction_loss",
-)
-DIAGNOSTIC_NAMES: tuple[str, ...] = ("token_weighted_base_loss", "token_concentration_factor")
-RECONSTRUCTION_LOSS_NAMES: tuple[str, ...] = (
-    *RECONSTRUCTION_TERM_NAMES,
-    *DIAGNOSTIC_NAMES,
-    "total_reconstruction_loss",
-)
+RECONSTRUCTION_TERM_NAMES: tuple[str, ...] = TERM_NAMES
+DIAGNOSTIC_NAMES: tuple[str, ...] = _DIAGNOSTIC_NAMES
+RECONSTRUCTION_LOSS_NAMES: tuple[str, ...] = LOSS_NAMES
 
 
-@dataclass(frozen=True, eq=False)
-class ReconstructionLosses(Mapping[str, Tensor]):
-    """The eight scalars of the stack: a read-only mapping, also readable as attributes."""
-
-    reconstruction_loss: Tensor
-    distribution_normalized_reconstruction_loss: Tensor
-    example_inverse_surprisal_weighted_reconstruction_loss: Tensor
-    token_weighted_reconstruction_loss: Tensor
-    normalized_concentration_corrected_token_weighted_reconstruction_loss: Tensor
-    token_weighted_base_loss: Tensor
-    token_concentration_factor: Tensor
-    total_reconstruction_loss: Tensor
+class _LossMapping(Mapping[str, Tensor]):
+    """The mapping side of ``ReconstructionLosses``: its fields by name, in order."""
 
     def __getitem__(self, name: str) -> Tensor:
         if name not in RECONSTRUCTION_LOSS_NAMES:
@@ -93,6 +75,22 @@ class ReconstructionLosses(Mapping[str, Tensor]):
     def __repr__(self) -> str:
         body = ", ".join(f"{k}={_format(v)}" for k, v in self.items())
         return f"ReconstructionLosses({body})"
+
+
+# A frozen dataclass with one Tensor field per output of the term table, in order.
+ReconstructionLosses = make_dataclass(
+    "ReconstructionLosses",
+    [(name, "Tensor") for name in RECONSTRUCTION_LOSS_NAMES],
+    bases=(_LossMapping,),
+    namespace={
+        "__doc__": "The scalars of the stack (``RECONSTRUCTION_LOSS_NAMES``): a read-only "
+        "mapping, also readable as attributes."
+    },
+    frozen=True,
+    eq=False,
+    repr=False,  # the mapping's
+)
+ReconstructionLosses.__module__ = __name__
 
 
 def _format(value: Tensor) -> str:
@@ -152,9 +150,9 @@ def reconstruction_losses(
             or on meta tensors (a ``ValueError`` says to pass ``validate=False`` there).
 
     Returns:
-        ``ReconstructionLosses``: eight 0-dim tensors in float32 or better, on the inputs'
+        ``ReconstructionLosses``: 0-dim tensors in float32 or better, on the inputs'
         device. ``total_reconstruction_loss`` is differentiable with respect to
-        ``token_nll``, and so is each of the five terms on its own. The total sums the
+        ``token_nll``, and so is each term on its own. The total sums the
         terms whose weight is non-zero: a zero-weighted term is returned but cannot reach
         the total's value or gradient, even where it overflows.
 
@@ -173,28 +171,17 @@ def reconstruction_losses(
     else:
         valid = mask if mask.dtype == torch.bool else mask != 0
 
-    plan = Plan(
-        dtype=compute_dtype(token_nll, zfree_token_nll),
-        alpha=config.token_weight_alpha,
-        epsilon=config.example_inverse_surprisal_epsilon,
-        scale=config.zfree_reference_scale,
-        weights=(
-            config.raw_weight,
-            config.distribution_normalized_weight,
-            config.example_inverse_surprisal_weight,
-            config.token_weighted_weight,
-            config.normalized_concentration_corrected_token_weighted_weight,
-        ),
-        validate=validate,
-    )
+    plan = Plan.of(config, compute_dtype(token_nll, zfree_token_nll), validate=validate)
     zfree_token_nll = zfree_token_nll.detach()
     if torch._C._are_functorch_transforms_active():
         # torch.func transforms differentiate the same two stages with autograd
-        outputs, checksum, _ = stack_values(token_nll, zfree_token_nll, valid, plan)
+        by_name, checksum, _ = stack_values(token_nll, zfree_token_nll, valid, plan)
     else:
         outputs = ReconstructionStack.apply(token_nll, zfree_token_nll, valid, plan)
-        checksum = outputs[8] if validate else None
-    values = ReconstructionLosses(*outputs[:8])
+        names = (*RECONSTRUCTION_LOSS_NAMES, *(("checksum",) if validate else ()))
+        by_name = dict(zip(names, outputs, strict=True))
+        checksum = by_name.pop("checksum", None)
+    values = ReconstructionLosses(**by_name)
     if checksum is not None and not math.isfinite(checksum.item()):  # validation's one sync
         raise_for_invalid_values(
             token_nll,
@@ -202,7 +189,7 @@ def reconstruction_losses(
             valid,
             values,
             dtype=plan.dtype,
-            epsilon=plan.epsilon,
-            scale=plan.scale,
+            epsilon=config.example_inverse_surprisal_epsilon,
+            scale=config.zfree_reference_scale,
         )
     return values

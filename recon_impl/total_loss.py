@@ -26,7 +26,7 @@ AUXILIARY_TERM_NAMES: tuple[str, ...] = (
     "router_supervision",
     "inter_latent_divergence",
 )
-# Everything compute_total_loss can return: the eight, the auxiliary terms, the total.
+# Everything compute_total_loss can return: the stack's, the auxiliary terms, the total.
 TOTAL_LOSS_NAMES: tuple[str, ...] = (
     *RECONSTRUCTION_LOSS_NAMES,
     *AUXILIARY_TERM_NAMES,
@@ -97,7 +97,7 @@ def compute_total_loss(
     backward pass as its peers. Without ``weight``, such a batch is a ``ValueError``.
 
     Returns:
-        a dict with the eight reconstruction entries, every auxiliary term given, and
+        a dict with the reconstruction entries, every auxiliary term given, and
         ``total_loss`` (in ``TOTAL_LOSS_NAMES`` order).
 
     Example:

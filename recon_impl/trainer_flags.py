@@ -1,7 +1,7 @@
 """Trainer command-line flags of the reconstruction stack.
 
-The seven flags of the design (``RECONSTRUCTION_FLAGS``) set the weights, alpha and
-epsilon; their defaults are the ``ReconstructionLossConfig`` defaults. Beside them,
+The flags of the design (``RECONSTRUCTION_FLAGS``, from the term table) set the weights,
+alpha and epsilon; their defaults are the ``ReconstructionLossConfig`` defaults. Beside them,
 ``--zfree-reference-scale C`` passes the z-free reference scale c: it is measured from data
 (``estimate_zfree_reference_scale``), not chosen, so it has no default of its own; left
 out, c comes from the ``base`` config of ``reconstruction_loss_config_from_args``.
@@ -31,44 +31,10 @@ from dataclasses import fields, replace
 from typing import Any
 
 from recon_impl.config import ReconstructionLossConfig
+from recon_impl.terms import FLAGS, RULES
 
-# flag -> (config field, what it weighs or sets)
-RECONSTRUCTION_FLAGS: dict[str, tuple[str, str]] = {
-    "--raw-reconstruction-weight": (
-        "raw_weight",
-        "weight on reconstruction_loss, the raw per-example-mean token NLL",
-    ),
-    "--distribution-normalized-reconstruction-weight": (
-        "distribution_normalized_weight",
-        "weight on distribution_normalized_reconstruction_loss, the raw loss divided by "
-        "the dataset-level z-free reference scale",
-    ),
-    "--example-inverse-surprisal-reconstruction-weight": (
-        "example_inverse_surprisal_weight",
-        "weight on example_inverse_surprisal_weighted_reconstruction_loss, each example's "
-        "loss divided by its mean z-free loss plus epsilon",
-    ),
-    "--token-weighted-reconstruction-weight": (
-        "token_weighted_weight",
-        "weight on token_weighted_reconstruction_loss, the token NLL weighted by tempered "
-        "z-free surprisal shares",
-    ),
-    "--normalized-concentration-corrected-token-weighted-reconstruction-weight": (
-        "normalized_concentration_corrected_token_weighted_weight",
-        "weight on normalized_concentration_corrected_token_weighted_reconstruction_loss, "
-        "the token-weighted loss divided by its concentration factor and the reference scale",
-    ),
-    "--token-weighted-reconstruction-alpha": (
-        "token_weight_alpha",
-        "tempering exponent alpha >= 0 of both token-weighted terms (0: uniform shares, "
-        "1: linear surprisal shares)",
-    ),
-    "--example-inverse-surprisal-epsilon": (
-        "example_inverse_surprisal_epsilon",
-        "stabilizer epsilon >= 0 added to each example's mean z-free loss in the "
-        "inverse-surprisal term",
-    ),
-}
+#: flag -> (config field, what it weighs or sets), from the term table
+RECONSTRUCTION_FLAGS: dict[str, tuple[str, str]] = dict(FLAGS)
 
 ZFREE_REFERENCE_SCALE_FLAG = "--zfree-reference-scale"
 
@@ -97,6 +63,10 @@ def _positive_finite_float(text: str) -> float:
     return value
 
 
+# a flag's value checked by its field's rule
+_FLAG_TYPES = {"non-negative": _non_negative_finite_float, "positive": _positive_finite_float}
+
+
 class _RemovedFlag(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         # nargs="?": with nargs=0 argparse rejects "--flag=true" itself, without our message.
@@ -115,15 +85,15 @@ class _RemovedFlag(argparse.Action):
 
 
 def add_reconstruction_loss_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the seven reconstruction flags (defaults: the config dataclass defaults) and
-    ``--zfree-reference-scale`` (default: None, meaning the base config's c)."""
+    """Add the flags of ``RECONSTRUCTION_FLAGS`` (defaults: the config dataclass defaults)
+    and ``--zfree-reference-scale`` (default: None, meaning the base config's c)."""
     defaults = {f.name: f.default for f in fields(ReconstructionLossConfig)}
     group = parser.add_argument_group("reconstruction loss")
     for flag, (field_name, meaning) in RECONSTRUCTION_FLAGS.items():
         group.add_argument(
             flag,
             dest=field_name,
-            type=_non_negative_finite_float,
+            type=_FLAG_TYPES[RULES[field_name]],
             default=defaults[field_name],
             metavar="X",
             help=f"{meaning} (default: %(default)s)",

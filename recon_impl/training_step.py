@@ -205,7 +205,7 @@ class TrainingStep:
         return loss.detach()
 
     def log(self, prefix: str = "") -> dict[str, float]:
-        """The step's values as floats: the eight reconstruction entries, every auxiliary
+        """The step's values as floats: the reconstruction entries, every auxiliary
         term given (on any micro-batch of any rank), and ``total_loss``, each named
         ``prefix + name``, in ``TOTAL_LOSS_NAMES`` order. They are the union's values
         (unscaled: the world-size factor of ``loss()`` is for the gradients only), the

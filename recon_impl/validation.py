@@ -105,7 +105,7 @@ def _vmap_active() -> bool:
 
 
 def value_checksum(values: Sequence[Tensor], b_sum: Tensor, b_min: Tensor | None) -> Tensor:
-    """A 0-dim float, finite unless a value rule may be broken, from the stack's eight
+    """A 0-dim float, finite unless a value rule may be broken, from the stack's
     ``values``, its per-example sums of b and row minima of b (None where T = 0).
 
     A NaN or inf at a valid position makes a per-example sum non-finite and with it an

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -14,6 +15,7 @@ from recon_impl import (
     ReconstructionLossConfig,
     reconstruction_losses,
 )
+from tests.impl.configs import NON_NEGATIVE_PARAMETERS, POSITIVE_PARAMETERS, WEIGHT_FIELDS
 
 GOOD_L = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
 GOOD_B = torch.tensor([[1.0, 2.0], [0.5, 0.5]])
@@ -99,18 +101,7 @@ def test_a_sum_that_overflows_the_compute_dtype_is_an_error(argument: str) -> No
     assert not all(math.isfinite(v.item()) for v in out.values())
 
 
-WEIGHT_FIELDS = [
-    "raw_weight",
-    "distribution_normalized_weight",
-    "example_inverse_surprisal_weight",
-    "token_weighted_weight",
-    "normalized_concentration_corrected_token_weighted_weight",
-]
-
-
-@pytest.mark.parametrize(
-    "field", [*WEIGHT_FIELDS, "token_weight_alpha", "example_inverse_surprisal_epsilon"]
-)
+@pytest.mark.parametrize("field", [*WEIGHT_FIELDS, *NON_NEGATIVE_PARAMETERS])
 @pytest.mark.parametrize(
     ("value", "rule"),
     [(-1.0, ">= 0"), (math.nan, "finite"), (math.inf, "finite"), (-math.inf, "finite")],
@@ -120,12 +111,13 @@ def test_config_rejects_non_finite_or_negative(field: str, value: float, rule: s
         ReconstructionLossConfig(**{field: value})
 
 
+@pytest.mark.parametrize("field", POSITIVE_PARAMETERS)  # the reference scale c
 @pytest.mark.parametrize(
     ("value", "rule"), [(0.0, "> 0"), (-2.0, "> 0"), (math.nan, "finite"), (math.inf, "finite")]
 )
-def test_config_rejects_bad_reference_scale(value: float, rule: str) -> None:
-    with pytest.raises(ValueError, match=rf"zfree_reference_scale must be {rule}"):
-        ReconstructionLossConfig(zfree_reference_scale=value)
+def test_config_rejects_bad_reference_scale(field: str, value: float, rule: str) -> None:
+    with pytest.raises(ValueError, match=rf"ReconstructionLossConfig\.{field} must be {rule}"):
+        ReconstructionLossConfig(**{field: value})
 
 
 @pytest.mark.parametrize("value", [True, "1.0", None, 1j])
@@ -145,20 +137,10 @@ def test_disentanglement_config_rejects_bad_fields() -> None:
         DisentanglementLossConfig(enable_router_support_loss=1)
 
 
-RECONSTRUCTION_FIELDS = [
-    *WEIGHT_FIELDS,
-    "token_weight_alpha",
-    "example_inverse_surprisal_epsilon",
-    "zfree_reference_scale",
-]
+RECONSTRUCTION_FIELDS = [f.name for f in dataclasses.fields(ReconstructionLossConfig)]
+# the numbers of DisentanglementLossConfig (not the nested config, not the bool switch)
 DISENTANGLEMENT_FIELDS = [
-    "beta",
-    "router_support_weight",
-    "posterior_entropy_weight",
-    "posterior_variance_weight",
-    "router_marginal_kl_to_prior_weight",
-    "router_supervision_weight",
-    "inter_latent_divergence_weight",
+    f.name for f in dataclasses.fields(DisentanglementLossConfig) if f.type == "float"
 ]
 
 

@@ -13,18 +13,14 @@ import torch
 
 from properties.tolerances import output_tolerance
 from recon_impl import ReconstructionLossConfig, reconstruction_losses
+from tests.impl.configs import TERM_WEIGHT_FIELDS, distinct_weights
 
 NAN, INF = math.nan, math.inf
 L = [[1.0, 2.0, 3.0], [4.0, NAN, INF], [NAN, 0.0, -INF]]
 B = [[1.0, 1.0, 2.0], [2.0, INF, NAN], [0.0, NAN, 1.0]]
 MASK = [[True, True, True], [True, False, False], [False, False, False]]
-ALL_WEIGHTS = dict(
-    raw_weight=1.0,
-    distribution_normalized_weight=2.0,
-    example_inverse_surprisal_weight=3.0,
-    token_weighted_weight=4.0,
-    normalized_concentration_corrected_token_weighted_weight=5.0,
-)
+# every term of the table weighted (a term without a hand-computed value fails total())
+ALL_WEIGHTS = distinct_weights((1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0))
 
 
 def run(alpha: float, epsilon: float = 0.0, scale: float = 2.0, l=L, b=B, **weights):
@@ -48,15 +44,9 @@ def assert_values(losses, expected: dict[str, float]) -> None:
 
 
 def total(expected: dict[str, float], config: ReconstructionLossConfig) -> float:
-    return (
-        config.raw_weight * expected["reconstruction_loss"]
-        + config.distribution_normalized_weight
-        * expected["distribution_normalized_reconstruction_loss"]
-        + config.example_inverse_surprisal_weight
-        * expected["example_inverse_surprisal_weighted_reconstruction_loss"]
-        + config.token_weighted_weight * expected["token_weighted_reconstruction_loss"]
-        + config.normalized_concentration_corrected_token_weighted_weight
-        * expected["normalized_concentration_corrected_token_weighted_reconstruction_loss"]
+    """J from the hand-computed terms: every term of the table must have one."""
+    return sum(
+        getattr(config, field) * expected[name] for name, field in TERM_WEIGHT_FIELDS.items()
     )
 
 

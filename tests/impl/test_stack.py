@@ -24,7 +24,8 @@ from recon_impl import (
     ReconstructionLossConfig,
     reconstruction_losses,
 )
-from tests.impl.configs import EVERY_WEIGHT, WEIGHT_FIELDS
+from recon_impl.terms import CONCENTRATION, TERMS
+from tests.impl.configs import EVERY_WEIGHT, TERM_WEIGHT_FIELDS, WEIGHT_FIELDS
 
 NAN, INF = math.nan, math.inf
 
@@ -62,18 +63,19 @@ def alone(cfg: ReconstructionLossConfig, field: str) -> ReconstructionLossConfig
 
 
 def oracle(l, b, mask, cfg, dtype):
-    """The oracle's values, the gradients of the five terms and of the total, and the
-    values on |l| (the scale of each output), on the inputs rounded to ``dtype``."""
+    """The oracle's values, the gradients of each term and of the total (``"total"``), and
+    the values on |l| (the scale of each output), by name, on the inputs rounded to
+    ``dtype``."""
     l64, b64 = l.detach().to(dtype).double(), b.to(dtype).double()
     details = spec.evaluate_details(l64, b64, mask, cfg)
-    values = [details.values[name] for name in RECONSTRUCTION_LOSS_NAMES]
-    grads = [
-        torch.tensor(spec.evaluate_details(l64, b64, mask, alone(cfg, f)).token_gradient)
-        for f in WEIGHT_FIELDS
-    ]
-    grads.append(torch.tensor(details.token_gradient))
+    values = {name: details.values[name] for name in RECONSTRUCTION_LOSS_NAMES}
+    grads = {
+        name: torch.tensor(spec.evaluate_details(l64, b64, mask, alone(cfg, f)).token_gradient)
+        for name, f in TERM_WEIGHT_FIELDS.items()
+    }
+    grads["total"] = torch.tensor(details.token_gradient)
     scale = spec.evaluate(l64.abs(), b64, mask, cfg)
-    return values, grads, [scale[name] for name in RECONSTRUCTION_LOSS_NAMES]
+    return values, grads, {name: scale[name] for name in RECONSTRUCTION_LOSS_NAMES}
 
 
 def assert_agrees(l, b, mask, cfg, input_dtype=torch.float64) -> None:
@@ -81,17 +83,17 @@ def assert_agrees(l, b, mask, cfg, input_dtype=torch.float64) -> None:
     losses = reconstruction_losses(low, b.to(input_dtype), mask, cfg)
     expected, expected_grads, scale = oracle(l, b, mask, cfg, input_dtype)
     tolerance = output_tolerance(input_dtype, length=l.shape[1], alpha=cfg.token_weight_alpha)
-    for index, name in enumerate(RECONSTRUCTION_LOSS_NAMES):
+    for name in RECONSTRUCTION_LOSS_NAMES:
         observed = losses[name].item()
-        assert tolerance.allows(observed, expected[index], scale[index]), (
+        assert tolerance.allows(observed, expected[name], scale[name]), (
             name,
             observed,
-            expected[index],
+            expected[name],
         )
-    outputs = [losses[name] for name in (*RECONSTRUCTION_TERM_NAMES, "total_reconstruction_loss")]
-    for name, output, expected_grad in zip(
-        [*RECONSTRUCTION_TERM_NAMES, "total"], outputs, expected_grads, strict=True
-    ):
+    outputs = {**{name: losses[name] for name in RECONSTRUCTION_TERM_NAMES}}
+    outputs["total"] = losses.total_reconstruction_loss
+    for name, output in outputs.items():
+        expected_grad = expected_grads[name]
         (grad,) = torch.autograd.grad(output, low, retain_graph=True)
         assert grad.dtype == input_dtype
         assert torch.all(grad[~mask] == 0), name
@@ -131,11 +133,9 @@ def test_a_tail_share_far_below_the_largest_keeps_its_relative_accuracy(
     losses = reconstruction_losses(l.float(), b.float(), mask, cfg)
     expected, _, scale = oracle(l, b, mask, cfg, torch.float32)
     tolerance = output_tolerance(torch.float32, length=5, alpha=alpha)
-    index = RECONSTRUCTION_LOSS_NAMES.index("token_weighted_reconstruction_loss")
-    assert 1e-32 < expected[index] < 1e-29
-    assert tolerance.allows(
-        losses.token_weighted_reconstruction_loss.item(), expected[index], scale[index]
-    )
+    name = "token_weighted_reconstruction_loss"
+    assert 1e-32 < expected[name] < 1e-29
+    assert tolerance.allows(losses[name].item(), expected[name], scale[name])
 
 
 @pytest.mark.parametrize("alpha", [0.5, 1.0, 2.0, 5.0])
@@ -153,10 +153,12 @@ def test_subnormal_surprisals(alpha: float) -> None:
     losses = reconstruction_losses(low_l, low_b, mask, config(alpha))
     expected, _, scale = oracle(l, b, mask, config(alpha), torch.float32)
     tolerance = output_tolerance(torch.float32, length=7, alpha=alpha)
-    for index, name in enumerate(RECONSTRUCTION_LOSS_NAMES):
+    # the terms that do not divide by kappa (rough here) are exact to rounding
+    exact = [term.name for term in TERMS if term.divisor is not CONCENTRATION]
+    for name in RECONSTRUCTION_LOSS_NAMES:
         assert math.isfinite(losses[name].item()), name
-        if name in RECONSTRUCTION_TERM_NAMES[:4]:
-            assert tolerance.allows(losses[name].item(), expected[index], scale[index]), name
+        if name in exact:
+            assert tolerance.allows(losses[name].item(), expected[name], scale[name]), name
     losses.total_reconstruction_loss.backward()
     assert torch.isfinite(low_l.grad).all()
 
@@ -181,7 +183,7 @@ def test_mixed_upstream_gradients() -> None:
     )
     combined.backward()
     _, grads, _ = oracle(l, b, mask, cfg, torch.float64)
-    grad = dict(zip([*RECONSTRUCTION_TERM_NAMES, "total"], grads, strict=True))
+    grad = grads
     expected = (
         0.7 * grad["reconstruction_loss"]
         + 1.3 * grad["normalized_concentration_corrected_token_weighted_reconstruction_loss"]
@@ -244,11 +246,10 @@ def test_the_totals_gradient_is_the_weighted_sum_of_the_terms(alpha: float) -> N
     leaf = l.clone().requires_grad_()
     losses = reconstruction_losses(leaf, b, mask, cfg)
     (total,) = torch.autograd.grad(losses.total_reconstruction_loss, leaf, retain_graph=True)
-    terms = [
-        torch.autograd.grad(losses[name], leaf, retain_graph=True)[0]
-        for name in RECONSTRUCTION_TERM_NAMES
-    ]
-    expected = sum(getattr(cfg, f) * g for f, g in zip(WEIGHT_FIELDS, terms, strict=True))
+    expected = sum(
+        getattr(cfg, field) * torch.autograd.grad(losses[name], leaf, retain_graph=True)[0]
+        for name, field in TERM_WEIGHT_FIELDS.items()
+    )
     rtol = output_tolerance(torch.float64, length=7, alpha=alpha).rtol
     torch.testing.assert_close(total, expected, rtol=rtol, atol=rtol * expected.abs().max())
     (scaled,) = torch.autograd.grad(3.0 * losses.total_reconstruction_loss, leaf)

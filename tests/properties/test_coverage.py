@@ -1,0 +1,139 @@
+"""Coverage guards: every term and parameter of the registries is reached by the zoo and
+named by the spec's identities or the suite's invariants, and the independent API module
+declares the seed's fields.
+
+These replace lists kept by hand: a term or parameter added to ``spec`` without a zoo
+mistake that touches it, or without any identity or invariant that speaks of it, fails
+here, naming what is missing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from properties.api import INVARIANTS as API_INVARIANTS
+from properties.config import ReconstructionLossConfig
+from properties.invariants import INVARIANTS
+from properties.zoo.api.correct import api
+from properties.zoo.textbook import MISTAKES, textbook_losses
+from spec.api import CONFIG_CLASSES
+from spec.identities import IDENTITIES
+from spec.parameters import PARAMETERS, Parameter
+from spec.terms import TERMS, Output
+from spec.terms import distinct_weights as spread_weights
+
+#: two values of each parameter, both inside its rule, that move every term that reads it
+_MOVES: dict[str, tuple[float, float]] = {
+    "token_weight_alpha": (1.0, 2.5),
+    "example_inverse_surprisal_epsilon": (0.05, 0.6),
+    "zfree_reference_scale": (1.5, 4.0),
+}
+
+
+def _batches() -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """A few small batches with uneven lengths, an empty row and varied b (finite padding,
+    so that only the mistakes' arithmetic, not NaN handling, makes a difference)."""
+    generator = torch.Generator().manual_seed(0)
+    batches = []
+    for rows, length in ((3, 4), (4, 6)):
+        l = torch.rand(rows, length, generator=generator, dtype=torch.float64) * 3 + 0.1
+        b = torch.rand(rows, length, generator=generator, dtype=torch.float64) * 2 + 0.05
+        mask = torch.ones(rows, length, dtype=torch.bool)
+        mask[0, length // 2 :] = False
+        mask[1, 0] = False
+        mask[-1] = False
+        batches.append((l, b, mask))
+    return batches
+
+
+def _config(**values: float) -> ReconstructionLossConfig:
+    weights = spread_weights(tuple(1.0 + 0.25 * k for k in range(len(TERMS))))
+    parameters = {field: low for field, (low, _) in _MOVES.items()}
+    return ReconstructionLossConfig(**{**weights, **parameters, **values})
+
+
+def _outputs(mistake: str | None, config: ReconstructionLossConfig) -> list[dict[str, float]]:
+    return [
+        {k: float(v.detach()) for k, v in textbook_losses(l, b, m, config, mistake=mistake).items()}
+        for l, b, m in _batches()
+    ]
+
+
+def _differ(x: float, y: float) -> bool:
+    return not math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_every_parameter_has_two_values_that_move_it() -> None:
+    assert set(_MOVES) == {p.field for p in PARAMETERS}
+
+
+@pytest.mark.parametrize("term", TERMS, ids=lambda t: t.name)
+def test_every_term_is_changed_by_a_zoo_mistake(term: Output) -> None:
+    config = _config()
+    right = _outputs(None, config)
+    changed = [
+        mistake
+        for mistake in MISTAKES
+        if any(
+            _differ(r[term.name], w[term.name])
+            for r, w in zip(right, _outputs(mistake, config), strict=True)
+        )
+    ]
+    assert changed, f"no mistake of properties/zoo/textbook.py changes {term.name}"
+
+
+@pytest.mark.parametrize("parameter", PARAMETERS, ids=lambda p: p.field)
+def test_every_parameter_is_misread_by_a_zoo_mistake(parameter: Parameter) -> None:
+    """A mistake concerns a parameter when moving it moves some output of the mistaken
+    stack by a different amount than the correct one's."""
+    low, high = _MOVES[parameter.field]
+    configs = _config(**{parameter.field: low}), _config(**{parameter.field: high})
+    right = [_outputs(None, c) for c in configs]
+
+    def misreads(mistake: str) -> bool:
+        wrong = [_outputs(mistake, c) for c in configs]
+        for r0, r1, w0, w1 in zip(*right, *wrong, strict=True):
+            if any(_differ(r1[k] - r0[k], w1[k] - w0[k]) for k in r0):
+                return True
+        return False
+
+    assert any(misreads(m) for m in MISTAKES), (
+        f"no mistake of properties/zoo/textbook.py reads {parameter.field} wrongly"
+    )
+
+
+def _speaks_of(text: str, *names: str) -> bool:
+    return any(name and name in text for name in names)
+
+
+@pytest.mark.parametrize("term", TERMS, ids=lambda t: t.name)
+def test_every_term_is_named_by_an_identity_or_invariant(term: Output) -> None:
+    texts = [i.statement + " " + i.latex for i in IDENTITIES]
+    texts += [i.statement for i in (*INVARIANTS, *API_INVARIANTS)]
+    assert any(_speaks_of(t, term.latex, term.name, term.weight_field or "") for t in texts), (
+        f"no identity of spec/identities.py or invariant names {term.name} ({term.latex})"
+    )
+
+
+@pytest.mark.parametrize("parameter", PARAMETERS, ids=lambda p: p.field)
+def test_every_parameter_is_named_by_an_identity_or_invariant(parameter: Parameter) -> None:
+    texts = [i.latex for i in IDENTITIES]
+    texts += [i.statement for i in (*INVARIANTS, *API_INVARIANTS)]
+    assert any(_speaks_of(t, parameter.latex, parameter.field) for t in texts), (
+        f"no identity or invariant names {parameter.field} ({parameter.latex})"
+    )
+
+
+@pytest.mark.parametrize("class_name", CONFIG_CLASSES)
+def test_the_independent_api_module_declares_the_seeds_fields(class_name: str) -> None:
+    declared = [(f.name, f.default) for f in CONFIG_CLASSES[class_name]]
+    cls = getattr(api(), class_name)
+    found = [
+        (f.name, None if f.default is dataclasses.MISSING else f.default)
+        for f in dataclasses.fields(cls)
+    ]
+    assert found == declared, f"properties/zoo/api/correct.py's {class_name}"

@@ -330,7 +330,10 @@ def _loaded(pid: int, library: str) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("when", ["loading torch", "starting workers"])
 def test_ctrl_c_during_start_up_exits_2_without_a_traceback(tmp_path: Path, when: str) -> None:
-    run = _start("check", "-i", "kappa-bounds", "--no-database", tmp=tmp_path / "tmp")
+    # far more examples than a test waits for, so that the signal always lands before the
+    # verdict (a run that ends first would be a race, not the behaviour under test)
+    args = ("-i", "kappa-bounds", "--max-examples", "100000", "--no-database")
+    run = _start("check", *args, tmp=tmp_path / "tmp")
     try:
         if when == "loading torch":  # the parent imports torch while it parses the options
             _wait_for(lambda: _loaded(run.pid, "libtorch"), "loading torch")

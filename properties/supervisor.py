@@ -138,14 +138,17 @@ class Supervisor:
             name="recon-spec-worker",
             daemon=True,
         )
-        # Ctrl-C is the supervisor's to handle: ignored from the worker's first instruction
-        # (an ignored signal stays ignored across exec), not only once its main() runs
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _in_main_thread() else None
+        # Ctrl-C is the supervisor's to handle. Blocked while the worker starts: the mask
+        # survives exec, so the worker never acts on it before its main() ignores it, and
+        # here a Ctrl-C in that moment waits, then interrupts the run (SIG_IGN would lose it)
+        blocking = _in_main_thread()
+        if blocking:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             process.start()
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+            if blocking:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         theirs.close()
         watch.close()
         worker = _Worker(process, ours, lifeline, time.monotonic())

@@ -140,7 +140,10 @@ def main(
     with contextlib.suppress(OSError):  # a group of its own: the supervisor ends it whole
         os.setpgid(0, 0)
     os.environ.update(environment)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+    # Ctrl-C is the supervisor's to handle; ignored, a Ctrl-C pending from the start
+    # (started with SIGINT blocked) is discarded, and the target's children start unblocked
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     os.dup2(2, 1)  # what the target prints goes to stderr: stdout carries the report
     import torch
 

@@ -30,7 +30,7 @@ from typing import Any
 from properties.options import DEFAULT_CALL_TIMEOUT
 from properties.runner import BOUNDED_SHRINK_CALLS, Failure, InvariantResult
 from properties.target import Call
-from properties.worker import WorkRequest, main
+from properties.worker import WORKER_MODULES, WorkRequest, main
 
 #: how long a worker may take to start, load the target and make its first call
 LOAD_TIMEOUT_FLOOR = 120.0
@@ -58,6 +58,19 @@ def _start_resource_tracker_quietly() -> None:
         os.dup2(saved[1], 2)
         for fd in (*saved, devnull):
             os.close(fd)
+
+
+def _worker_context() -> Any:
+    """Workers are forked from a fork server that has imported torch and the suite once
+    (``WORKER_MODULES``), so a worker starts in milliseconds rather than the seconds of
+    those imports; the server is a fresh interpreter, never a fork of this process, whose
+    threads and state the target must not inherit. Where there is no fork server, each
+    worker is a fresh interpreter of its own."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["properties.worker", *WORKER_MODULES])
+    return context
 
 
 class TargetUnusable(Exception):
@@ -116,7 +129,7 @@ class Supervisor:
         self.threads = threads
         self.workers: list[_Worker] = []
         self.failure_seen = False
-        self._context = multiprocessing.get_context("spawn")
+        self._context = _worker_context()
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -124,36 +137,53 @@ class Supervisor:
         _start_resource_tracker_quietly()
         ours, theirs = self._context.Pipe()
         watch, lifeline = self._context.Pipe(duplex=False)
-        process = self._context.Process(
-            target=main,
-            args=(
-                theirs,
-                watch,
-                self.target,
-                self.plain_input,
-                self.environment,
-                self.threads,
-                self.kind,
-            ),
-            name="recon-spec-worker",
-            daemon=True,
+        arguments = (
+            theirs,
+            watch,
+            self.target,
+            self.plain_input,
+            {**os.environ, **self.environment},
+            self.threads,
+            self.kind,
         )
-        # Ctrl-C is the supervisor's to handle. Blocked while the worker starts: the mask
-        # survives exec, so the worker never acts on it before its main() ignores it, and
-        # here a Ctrl-C in that moment waits, then interrupts the run (SIG_IGN would lose it)
-        blocking = _in_main_thread()
-        if blocking:
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        held: list[int] = []  # a Ctrl-C that came while the worker started
         try:
-            process.start()
-        finally:
-            if blocking:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            process = self._started(arguments, held)
+        except OSError:
+            # no fork server here: its socket's path in $TMPDIR is too long for AF_UNIX, say
+            if self._context.get_start_method() == "spawn":
+                raise
+            self._context = multiprocessing.get_context("spawn")
+            process = self._started(arguments, held)
         theirs.close()
         watch.close()
         worker = _Worker(process, ours, lifeline, time.monotonic())
         self.workers.append(worker)
+        if held:  # now that close() knows the worker, the Ctrl-C held while it started
+            signal.raise_signal(signal.SIGINT)
         return worker
+
+    def _started(self, arguments: tuple, held: list[int]) -> Any:
+        """The started worker process; a Ctrl-C that comes meanwhile goes into ``held``."""
+        process = self._context.Process(
+            target=main, args=arguments, name="recon-spec-worker", daemon=True
+        )
+        if not _in_main_thread():
+            process.start()
+            return process
+        # Ctrl-C is the supervisor's to handle, once the worker has started: a
+        # KeyboardInterrupt inside start() would leave a child without its arguments. So it
+        # is held, not lost: recorded here, and blocked, since the mask survives exec and
+        # fork, so that neither the worker nor its fork server acts on it before the
+        # worker's main() ignores it
+        previous = signal.signal(signal.SIGINT, lambda number, frame: held.append(number))
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+        return process
 
     def _end(self, worker: _Worker) -> None:
         if worker in self.workers:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import os
 import signal
 import sys
@@ -139,6 +140,8 @@ def main(
     _die_with(lifeline)
     with contextlib.suppress(OSError):  # a group of its own: the supervisor ends it whole
         os.setpgid(0, 0)
+    # the checking process's environment as it is now, not the fork server's at its start
+    os.environ.clear()
     os.environ.update(environment)
     # Ctrl-C is the supervisor's to handle; ignored, a Ctrl-C pending from the start
     # (started with SIGINT blocked) is discarded, and the target's children start unblocked
@@ -188,6 +191,21 @@ def main(
         connection.send(("result", result))
 
 
+#: every module a worker imports before its first draw, the target's aside: its fork server
+#: (``properties/supervisor.py``) imports them once, so that a worker starts in milliseconds
+WORKER_MODULES = (
+    "torch",
+    "properties.runner",
+    "properties.target",
+    "properties.invariants",
+    "properties.api",
+    "properties.api.module",
+    "properties.reproduction",
+    "properties.oracle",
+    "properties.api.reproduction",
+)
+
+
 def load_what_a_run_imports() -> None:
     """Imports, before the first draw, every module of the suite a run imports later.
 
@@ -196,9 +214,8 @@ def load_what_a_run_imports() -> None:
     what every later invariant of this worker draws: the same derandomized run would then
     report other inputs depending on which worker ran which invariant.
     """
-    import properties.api.reproduction
-    import properties.oracle
-    import properties.reproduction  # noqa: F401
+    for name in WORKER_MODULES:
+        importlib.import_module(name)
 
 
 def _suite_error(request: WorkRequest, trace: str) -> Any:

@@ -8,9 +8,11 @@ import contextlib
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -279,10 +281,15 @@ def _start(*args: str, tmp: Path, **environment: str) -> subprocess.Popen:
     )
 
 
-def _wait_for(condition, what: str, seconds: float = 120) -> None:
+def _wait_for(run: subprocess.Popen, condition, what: str, seconds: float = 120) -> None:
+    """Wait until ``condition()``; past ``seconds``, or if the run ends first, fail with
+    what the run printed."""
     deadline = time.monotonic() + seconds
     while not condition():
-        assert time.monotonic() < deadline, f"{what} never happened"
+        if time.monotonic() > deadline or run.poll() is not None:
+            run.kill()
+            out, err = run.communicate()
+            pytest.fail(f"{what} never happened (exit {run.returncode}):\n{out}\n{err}")
         time.sleep(0.05)
 
 
@@ -300,7 +307,7 @@ def test_sigterm_ends_the_run_with_2_and_removes_its_temporary_folder(tmp_path: 
         HANG_MARKER=str(marker),
     )
     try:
-        _wait_for(marker.exists, "the hanging call")
+        _wait_for(run, marker.exists, "the hanging call")
         assert list(tmp.glob("recon-spec-*")), "the run made no temporary folder"
         run.send_signal(signal.SIGTERM)
         out, err = run.communicate(timeout=60)
@@ -311,12 +318,14 @@ def test_sigterm_ends_the_run_with_2_and_removes_its_temporary_folder(tmp_path: 
     assert list(tmp.iterdir()) == []
 
 
-def _spawned_workers(pid: int) -> list[int]:
-    """The descendants that run multiprocessing's spawn_main (the resource tracker aside)."""
+def _starting_workers(pid: int) -> list[int]:
+    """The descendants that start workers: multiprocessing's fork server (a worker is forked
+    from it once it has imported the suite) or a spawned worker."""
     found = []
     for child in _descendants(pid):
         with contextlib.suppress(OSError):
-            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+            command = Path(f"/proc/{child}/cmdline").read_bytes()
+            if b"forkserver" in command or b"spawn_main" in command:
                 found.append(child)
     return found
 
@@ -328,22 +337,37 @@ def _loaded(pid: int, library: str) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.parametrize("when", ["loading torch", "starting workers"])
-def test_ctrl_c_during_start_up_exits_2_without_a_traceback(tmp_path: Path, when: str) -> None:
+@pytest.mark.parametrize(
+    ("when", "temporary"),
+    [
+        ("loading torch", "short"),
+        ("starting workers", "short"),  # from the fork server, itself starting
+        ("starting workers", "long"),  # too long a path for its socket: each one spawned
+    ],
+)
+def test_ctrl_c_during_start_up_exits_2_without_a_traceback(
+    tmp_path: Path, when: str, temporary: str
+) -> None:
     # far more examples than a test waits for, so that the signal always lands before the
     # verdict (a run that ends first would be a race, not the behaviour under test)
     args = ("-i", "kappa-bounds", "--max-examples", "100000", "--no-database")
-    run = _start("check", *args, tmp=tmp_path / "tmp")
+    if temporary == "long":
+        tmp = tmp_path / ("long" * 20)
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="rs-", dir="/tmp"))
+    run = _start("check", *args, tmp=tmp)
     try:
         if when == "loading torch":  # the parent imports torch while it parses the options
-            _wait_for(lambda: _loaded(run.pid, "libtorch"), "loading torch")
+            _wait_for(run, lambda: _loaded(run.pid, "libtorch"), "loading torch")
         else:
-            _wait_for(lambda: _spawned_workers(run.pid), "a worker")
+            _wait_for(run, lambda: _starting_workers(run.pid), "a worker starting")
         os.killpg(run.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         out, err = run.communicate(timeout=60)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(run.pid, signal.SIGKILL)
+        if temporary == "short":
+            shutil.rmtree(tmp, ignore_errors=True)
     assert run.returncode == 2, out + err
     assert "interrupted" in err and "Traceback" not in err, err
     assert " passed" not in out

@@ -47,6 +47,7 @@ from spec.api import (
     ConfigField,
     effective_weights,
 )
+from spec.parameters import RULES
 from spec.terms import TERM_NAMES, TOTAL_NAME
 
 #: the DisentanglementLossConfig fields beside the nested one, with the seed's defaults
@@ -293,7 +294,7 @@ def argv_of(values: tuple[FlagValue, ...]) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class FlagValues:
-    """An argv of some of the seven flags, each with a valid value."""
+    """An argv of some of the trainer flags, each with a valid value."""
 
     given: tuple[FlagValue, ...]
 
@@ -309,13 +310,21 @@ class FlagValues:
         return f"argv={list(self.argv())!r}"
 
 
+#: the rule each flag's value keeps (``spec.parameters.RULES``), by flag
+FLAG_RULES: dict[str, str] = {f.flag: f.rule for f in RECONSTRUCTION_FIELDS if f.flag}
+
+
 @cache
-def flag_texts() -> st.SearchStrategy[str]:
-    """Valid values (>= 0, finite) as a user types them: 1 first, then others."""
+def flag_texts(rule: str) -> st.SearchStrategy[str]:
+    """Valid values (finite, keeping ``rule``) as a user types them: 1 first, then others."""
+    positive = not RULES[rule].holds(0.0)
+    typed = [
+        t for t in ("1", "0", "0.5", "2", "1e-3", "0.25", "3.0") if RULES[rule].holds(float(t))
+    ]
     return st.one_of(
-        st.sampled_from(["1", "0", "0.5", "2", "1e-3", "0.25", "3.0"]),
-        st.floats(0.0, 1e6, allow_subnormal=False).map(repr),
-        st.floats(0.0, 1e3, allow_subnormal=False).map(lambda v: f"{v:g}"),
+        st.sampled_from(typed),
+        st.floats(0.0, 1e6, exclude_min=positive, allow_subnormal=False).map(repr),
+        st.floats(1e-3 if positive else 0.0, 1e3, allow_subnormal=False).map(lambda v: f"{v:g}"),
     )
 
 
@@ -323,11 +332,14 @@ def flag_texts() -> st.SearchStrategy[str]:
 def flag_values(draw: st.DrawFn, *, min_size: int = 1) -> FlagValues:
     flags = draw(st.lists(st.sampled_from(list(FLAGS)), min_size=min_size, unique=True))
     return FlagValues(
-        tuple(FlagValue(flag, draw(flag_texts()), draw(st.booleans())) for flag in flags)
+        tuple(
+            FlagValue(flag, draw(flag_texts(FLAG_RULES[flag])), draw(st.booleans()))
+            for flag in flags
+        )
     )
 
 
-#: values each of the seven flags must refuse (all of them would make an invalid config)
+#: values no flag may take (each would make an invalid config)
 INVALID_FLAG_TEXTS: tuple[str, ...] = (
     "-1",
     "-0.5",
@@ -340,6 +352,14 @@ INVALID_FLAG_TEXTS: tuple[str, ...] = (
     "true",
     "1,5",
 )
+#: numbers at the edge of a rule, invalid for the flags whose rule they break ("1e-400" is 0)
+_EDGE_FLAG_TEXTS: tuple[str, ...] = ("0", "0.0", "-0.0", "1e-400")
+
+
+def invalid_flag_texts(rule: str) -> tuple[str, ...]:
+    """What a flag of ``rule`` must refuse: the common ones, and the edges ``rule`` breaks."""
+    edges = tuple(t for t in _EDGE_FLAG_TEXTS if not RULES[rule].holds(float(t)))
+    return (*INVALID_FLAG_TEXTS, *edges)
 
 
 @dataclass(frozen=True)
@@ -359,7 +379,7 @@ class InvalidFlag:
 @st.composite
 def invalid_flags(draw: st.DrawFn) -> InvalidFlag:
     flag = draw(st.sampled_from(list(FLAGS)))
-    text = draw(st.sampled_from(INVALID_FLAG_TEXTS))
+    text = draw(st.sampled_from(invalid_flag_texts(FLAG_RULES[flag])))
     # "-inf" as a word of its own reads as an option to argparse: joined, it is a value
     joined = draw(st.booleans()) or (text.startswith("-") and not text[1:2].isdigit())
     others = draw(flag_values(min_size=0))

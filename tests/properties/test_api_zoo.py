@@ -7,19 +7,23 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import types
 
 import pytest
-from hypothesis import Phase, settings
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
 
 import recon_impl
 from properties.api import INVARIANTS, by_id
 from properties.api.module import load_api, missing_names
+from properties.api.strategies import flag_texts, invalid_flag_texts
 from properties.profiles import profile_settings
 from properties.runner import run_invariant
 from properties.zoo.api import correct, wrong
 from properties.zoo.api.correct import MISTAKES, api
 from spec.api import PUBLIC_NAMES, TOKEN_NLL_FROM_LOGITS
+from spec.parameters import RULES
 
 #: enough examples to find a wrong API; no shrinking, which only matters to the reader
 REJECT = settings(profile_settings("ci"), max_examples=40, phases=[Phase.explicit, Phase.generate])
@@ -113,3 +117,22 @@ def test_the_reproduction_script_runs_and_shows_the_mistake(mistake, invariant_i
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         exec(compile(script, "reproduction.py", "exec"), {"__name__": "__main__"})
     assert shows in out.getvalue() + err.getvalue()
+
+
+def _keeps(rule: str, text: str) -> bool:
+    try:
+        value = float(text)
+    except ValueError:
+        return False
+    return math.isfinite(value) and RULES[rule].holds(value)
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+@settings(profile_settings("ci"), max_examples=200)
+@given(data=st.data())
+def test_flag_values_keep_each_flag_rule_and_the_invalid_ones_break_it(rule, data) -> None:
+    # a flag's rule comes from the registry, not from "every flag is >= 0": a flag of a
+    # positive parameter must be drawn positive, and refuse 0
+    assert _keeps(rule, data.draw(flag_texts(rule)))
+    assert not any(_keeps(rule, text) for text in invalid_flag_texts(rule))
+    assert ("0" in invalid_flag_texts(rule)) == (not RULES[rule].holds(0.0))

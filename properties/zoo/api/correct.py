@@ -320,14 +320,20 @@ def destination(flag: str) -> str:
     return flag.removeprefix("--").replace("-", "_")
 
 
-def non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be finite and >= 0, got {text!r}")
-    return value
+def flag_value(rule: str | None) -> Any:
+    """argparse's type of a flag whose field keeps ``rule``: a finite number keeping it."""
+    positive = rule == POSITIVE
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not (math.isfinite(value) and (value > 0 if positive else value >= 0)):
+            raise argparse.ArgumentTypeError(f"must be finite and {rule}, got {text!r}")
+        return value
+
+    return parse
 
 
 class RemovedFlag(argparse.Action):
@@ -344,8 +350,11 @@ def add_flags(
     parser: argparse.ArgumentParser, defaults: Any, flags: Mapping[str, str], mistake: str | None
 ) -> None:
     group = parser.add_argument_group("reconstruction loss")
-    value_type = float if mistake == "float-flags" else non_negative  # float: -1, nan, inf
     for flag, name in flags.items():
+        # float: -1, nan, inf
+        value_type = (
+            float if mistake == "float-flags" else flag_value(RECONSTRUCTION_FIELDS[name][1])
+        )
         group.add_argument(flag, type=value_type, default=getattr(defaults, name))
     if mistake == "flag-default-differs":  # "no stabilizer": not the dataclass's default
         parser.set_defaults(example_inverse_surprisal_epsilon=0.0)

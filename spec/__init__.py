@@ -14,11 +14,8 @@ oracle that evaluates the expressions at high precision:
 
 Example:
     >>> import spec
-    >>> # a mapping with every weight field (config_mapping fills those not given with 0)
-    >>> config = spec.config_mapping(
-    ...     raw_weight=1.0, token_weighted_weight=1.0, token_weight_alpha=1.0,
-    ...     example_inverse_surprisal_epsilon=1e-8, zfree_reference_scale=1.0,
-    ... )
+    >>> # every field: the weights not given are 0, the parameters not given their defaults
+    >>> config = spec.config_mapping(raw_weight=1.0, token_weighted_weight=1.0)
     >>> values = spec.evaluate([[2.0, 4.0, 0.0]], [[1.0, 3.0, float("nan")]],
     ...                        [[True, True, False]], config)
     >>> values["reconstruction_loss"], values["token_weighted_reconstruction_loss"]

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import numpy as np
 import sympy as sp
 
-from spec.parameters import PARAMETER_FIELDS
+from spec.parameters import PARAMETER_DEFAULTS, PARAMETER_FIELDS
 from spec.variants import Variant, VariantBatch, share_variants
 
 #: ``contribution(example, params)``: x_i, with the output equal to mean_i x_i
@@ -305,13 +305,12 @@ def distinct_weights(values: tuple[float, ...]) -> dict[str, float]:
 
 def config_mapping(**values: float) -> dict[str, float]:
     """A config for the oracle as a mapping: every weight field of the term registry, 0
-    unless given, then every parameter of the parameter registry (``spec.parameters``),
-    which have no neutral value, so they must be given (a ValueError names those missing
-    and any key that is neither).
+    unless given, then every parameter of the parameter registry (``spec.parameters``), its
+    default unless given (a ValueError names any key that is neither).
 
     Example:
         >>> config_mapping(token_weighted_weight=1.0, token_weight_alpha=2.0,
-        ...                example_inverse_surprisal_epsilon=0.1, zfree_reference_scale=1.5)
+        ...                zfree_reference_scale=1.5)
         ... # doctest: +ELLIPSIS
         {'raw_weight': 0.0, ..., 'token_weighted_weight': 1.0, ..., 'zfree_reference_scale': 1.5}
     """
@@ -320,12 +319,9 @@ def config_mapping(**values: float) -> dict[str, float]:
         raise ValueError(
             f"not weight fields of the term registry nor parameters: {', '.join(unknown)}"
         )
-    missing = [field for field in PARAMETER_FIELDS if field not in values]
-    if missing:
-        raise ValueError(f"config_mapping needs the parameters {', '.join(missing)}")
     return {
         **{field: values.get(field, 0.0) for field in WEIGHT_FIELDS},
-        **{field: values[field] for field in PARAMETER_FIELDS},
+        **{field: values.get(field, PARAMETER_DEFAULTS[field]) for field in PARAMETER_FIELDS},
     }
 
 

@@ -66,22 +66,22 @@ def test_the_draws_start_at_the_default_and_keep_the_rule() -> None:
             assert p.repair.replacement != p.repair.value
 
 
-def test_config_mapping_needs_every_parameter_and_no_other_key() -> None:
-    given = {p.field: p.default for p in PARAMETERS}
-    config = spec.config_mapping(raw_weight=2.0, **given)
+def test_config_mapping_fills_weights_with_0_and_parameters_with_their_defaults() -> None:
+    # a caller names only what it sets: a new parameter needs no edit of every caller
+    config = spec.config_mapping(raw_weight=2.0)
     assert list(config) == [*terms.WEIGHT_FIELDS, *(p.field for p in PARAMETERS)]
     assert config["raw_weight"] == 2.0 and config[terms.TOK.weight_field] == 0.0
     for p in PARAMETERS:
-        partial = {field: value for field, value in given.items() if field != p.field}
-        with pytest.raises(ValueError, match=p.field):
-            spec.config_mapping(**partial)
+        assert config[p.field] == p.default
+        changed = 3.0 if p.default != 3.0 else 4.0
+        assert spec.config_mapping(**{p.field: changed})[p.field] == changed
     with pytest.raises(ValueError, match="no_such_field"):
-        spec.config_mapping(no_such_field=1.0, **given)
+        spec.config_mapping(no_such_field=1.0)
 
 
 @pytest.mark.parametrize("parameter", PARAMETERS, ids=lambda p: p.name)
 def test_the_oracle_checks_each_parameter_by_its_rule(parameter) -> None:
-    config = spec.config_mapping(**{p.field: p.default for p in PARAMETERS})
+    config = spec.config_mapping()
     bad = -1.0 if parameter.rule == "non-negative" else 0.0
     with pytest.raises(ValueError) as raised:
         read_config({**config, parameter.field: bad})

@@ -88,10 +88,32 @@ def _per_example_section() -> list[str]:
     ]
 
 
+_NUMBER_WORDS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+]
+
+
+def _count(records: tuple) -> str:
+    """How many ``records`` there are, in words where the registry is small: "five"."""
+    return _NUMBER_WORDS[len(records)] if len(records) < len(_NUMBER_WORDS) else str(len(records))
+
+
 def _terms_section() -> list[str]:
     terms = loss_terms(IndexedBatch())
     lines = [
-        "## The five terms, the two diagnostics and the total",
+        f"## The {_count(TERMS)} terms, the {_count(DIAGNOSTICS)} diagnostics and the total",
         "",
         "One record per output in the term registry (`spec/terms.py`); everything else "
         "derives from it.",
@@ -107,7 +129,8 @@ def _terms_section() -> list[str]:
         lines.append(f"| `{output.name}` | ${equation}$ | {output.summary} |")
     lines += [
         "",
-        "All eight are always computed, whatever the weights. The weights, and the known "
+        f"All {_count(OUTPUTS)} are always computed, whatever the weights. The weights, and "
+        "the known "
         "wrong variants a failure report can name (`spec/variants.py`):",
         "",
         "| output | weight | config field | trainer flag | known wrong variants |",
@@ -183,7 +206,7 @@ def _family_section() -> list[str]:
         "",
         _math(f"L[\\pi, \\omega, C] = {sym.latex(generic_member())}"),
         "",
-        "and each of the five terms is a member (identity `family-instances`):",
+        f"and each of the {_count(TERMS)} terms is a member (identity `family-instances`):",
         "",
         "| term | $\\pi_{i,t}$ | $\\omega_i$ | $C$ |",
         "| --- | --- | --- | --- |",

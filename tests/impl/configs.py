@@ -18,6 +18,16 @@ NON_NEGATIVE_PARAMETERS: tuple[str, ...] = tuple(
 POSITIVE_PARAMETERS: tuple[str, ...] = tuple(p.field for p in PARAMETERS if p.rule == "positive")
 
 
+#: every parameter off its default (and off alpha's special values 0, 0.5, 1, 2): a config
+#: built on these exercises each parameter, one added later included, not its default alone
+OFF_DEFAULT_PARAMETERS: dict[str, float] = {p.field: p.default * 1.7 + 0.05 for p in PARAMETERS}
+
+
+def with_parameters(**values: float) -> dict[str, float]:
+    """``OFF_DEFAULT_PARAMETERS`` with the parameters a test sets: a config's keywords."""
+    return {**OFF_DEFAULT_PARAMETERS, **values}
+
+
 def distinct_weights(values: tuple[float, ...]) -> dict[str, float]:
     """Each weight field of the table, in the terms' order, the next of ``values``: every
     term weighted, each by a weight of its own, so that a crossed weight shows. ``values``
@@ -43,7 +53,7 @@ EVERY_WEIGHT: dict[str, float] = distinct_weights((0.5, 0.25, 0.75, 1.5, 2.0, 1.
 # Every term weighted, each weight different, alpha off the special values 0, 0.5, 1, 2.
 EVERY_TERM_CONFIG = ReconstructionLossConfig(
     **EVERY_WEIGHT,
-    token_weight_alpha=1.3,
-    example_inverse_surprisal_epsilon=0.1,
-    zfree_reference_scale=3.0,
+    **with_parameters(
+        token_weight_alpha=1.3, example_inverse_surprisal_epsilon=0.1, zfree_reference_scale=3.0
+    ),
 )

@@ -24,7 +24,7 @@ from recon_impl import (
     shard_weights,
     weighted_shard_losses,
 )
-from tests.impl.configs import EVERY_WEIGHT, TERM_WEIGHT_FIELDS
+from tests.impl.configs import EVERY_WEIGHT, TERM_WEIGHT_FIELDS, with_parameters
 from tests.impl.test_zfree_reference_scale import guide_examples
 
 NAN, INF = math.nan, math.inf
@@ -72,9 +72,11 @@ def union(parts):
 def config(alpha: float, **weights) -> ReconstructionLossConfig:
     return ReconstructionLossConfig(
         **weights,
-        token_weight_alpha=alpha,
-        example_inverse_surprisal_epsilon=0.05,
-        zfree_reference_scale=1.7,
+        **with_parameters(
+            token_weight_alpha=alpha,
+            example_inverse_surprisal_epsilon=0.05,
+            zfree_reference_scale=1.7,
+        ),
     )
 
 

@@ -43,7 +43,7 @@ from recon_impl import (
     weighted_shard_losses,
 )
 from recon_impl.distributed import collective_device, process_group_in_use
-from tests.impl.configs import distinct_weights
+from tests.impl.configs import distinct_weights, with_parameters
 from tests.impl.test_zfree_reference_scale import Terminal, exact_scale, random_batches
 
 pytestmark = pytest.mark.skipif(
@@ -189,9 +189,9 @@ def check_estimator(results: list[dict[str, Any]]) -> None:
 
 CONFIG = ReconstructionLossConfig(
     **distinct_weights((0.5, 1.5, 0.75, 2.0, 1.25, 0.625, 2.5, 0.375)),
-    token_weight_alpha=1.5,
-    example_inverse_surprisal_epsilon=0.05,
-    zfree_reference_scale=1.7,
+    **with_parameters(
+        token_weight_alpha=1.5, example_inverse_surprisal_epsilon=0.05, zfree_reference_scale=1.7
+    ),
 )
 
 

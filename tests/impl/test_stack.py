@@ -25,7 +25,7 @@ from recon_impl import (
     reconstruction_losses,
 )
 from recon_impl.terms import CONCENTRATION, TERMS
-from tests.impl.configs import EVERY_WEIGHT, TERM_WEIGHT_FIELDS, WEIGHT_FIELDS
+from tests.impl.configs import EVERY_WEIGHT, TERM_WEIGHT_FIELDS, WEIGHT_FIELDS, with_parameters
 
 NAN, INF = math.nan, math.inf
 
@@ -33,9 +33,11 @@ NAN, INF = math.nan, math.inf
 def config(alpha: float, epsilon: float = 0.1, **weights: float) -> ReconstructionLossConfig:
     return ReconstructionLossConfig(
         **{**EVERY_WEIGHT, **weights},
-        token_weight_alpha=alpha,
-        example_inverse_surprisal_epsilon=epsilon,
-        zfree_reference_scale=3.0,
+        **with_parameters(
+            token_weight_alpha=alpha,
+            example_inverse_surprisal_epsilon=epsilon,
+            zfree_reference_scale=3.0,
+        ),
     )
 
 

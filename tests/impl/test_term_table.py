@@ -17,9 +17,11 @@ import torch
 
 import spec.api
 import spec.terms
+import tests.impl.test_batch_decomposition as test_batch_decomposition
 import tests.impl.test_distributed as test_distributed
 import tests.impl.test_hand_computed as test_hand_computed
 import tests.impl.test_memory as test_memory
+import tests.impl.test_stack as test_stack
 from recon_impl import (
     DIAGNOSTIC_NAMES,
     RECONSTRUCTION_LOSS_NAMES,
@@ -138,6 +140,22 @@ SHARED_CONFIGS = {
 def test_every_term_is_weighted_in_each_shared_config(where: str) -> None:
     config = SHARED_CONFIGS[where]
     assert [t.name for t in TERMS if getattr(config, t.weight_field) == 0] == [], where
+
+
+#: the shared configs whose parameters matter: each takes every parameter off its default
+PARAMETER_CONFIGS = {
+    "configs.EVERY_TERM_CONFIG": EVERY_TERM_CONFIG,
+    "test_distributed.CONFIG": test_distributed.CONFIG,
+    "test_stack.config": test_stack.config(1.3),
+    "test_batch_decomposition.config": test_batch_decomposition.config(1.3),
+}
+
+
+@pytest.mark.parametrize("where", PARAMETER_CONFIGS)
+def test_every_parameter_is_off_its_default_in_each_shared_config(where: str) -> None:
+    # a parameter left at its default in every test is a parameter no test reads
+    config = PARAMETER_CONFIGS[where]
+    assert [p.field for p in PARAMETERS if getattr(config, p.field) == p.default] == [], where
 
 
 def test_every_term_is_weighted_in_the_benchmark() -> None:

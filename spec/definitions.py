@@ -41,13 +41,14 @@ import sympy as sp
 
 from spec import symbols as sym
 from spec.parameters import PARAMETERS
+from spec.statistics import STATISTICS
 from spec.terms import DIAGNOSTIC_NAMES as DIAGNOSTIC_NAMES  # the vocabulary, re-exported
 from spec.terms import DIAGNOSTICS, OUTPUTS, TERMS, Output
 from spec.terms import LOSS_NAMES as LOSS_NAMES
 from spec.terms import TERM_NAMES as TERM_NAMES
 from spec.terms import TOTAL_NAME as TOTAL_NAME
 
-#: The eight outputs as symbols (their LaTeX is MATH.md's notation: R_raw, ..., J).
+#: The outputs as symbols (their LaTeX is MATH.md's notation: R_raw, ..., J).
 OUTPUT_SYMBOLS: dict[str, sp.Symbol] = {output.name: output.symbol for output in OUTPUTS}
 
 #: Config field of each weight (by its symbol's name) and parameter (by its name, which is
@@ -62,7 +63,7 @@ class _Weights:
     """What ``Parameters`` adds to the parameters' fields: the weights of the terms."""
 
     def weights(self) -> dict[str, sp.Expr]:
-        """The weight of each of the five terms, by output name."""
+        """The weight of each term, by output name."""
         return dict(self.term_weights)  # type: ignore[attr-defined]
 
     def weight(self, term: Output) -> sp.Expr:
@@ -246,51 +247,37 @@ class Example:
 
 
 class ExampleLike(Protocol):
-    """What the batch-level definitions read off an example."""
+    """What the batch-level definitions read off an example: each statistic of
+    ``spec.statistics`` by its name (``example.lbar``, ..., ``example.kappa``)."""
 
-    @property
-    def lbar(self) -> sp.Expr: ...
-    @property
-    def bbar(self) -> sp.Expr: ...
-    @property
-    def ltok(self) -> sp.Expr: ...
-    @property
-    def btok(self) -> sp.Expr: ...
-    @property
-    def kappa(self) -> sp.Expr: ...
+    def __getattr__(self, name: str) -> sp.Expr: ...
 
 
-@dataclass(frozen=True)
-class ExampleSummary:
-    """An example seen only through its five per-example quantities (as symbols)."""
-
-    lbar: sp.Expr
-    bbar: sp.Expr
-    ltok: sp.Expr
-    btok: sp.Expr
-    kappa: sp.Expr
+class _Summary:
+    """What ``ExampleSummary`` adds to the statistics' fields: its two sets of symbols."""
 
     @classmethod
     def indexed(cls, row: sp.Expr) -> ExampleSummary:
         """``lbar[row], bbar[row], ...``: for the batch-level formulas at general ``B'``."""
-        return cls(
-            sym.lbar_indexed[row],
-            sym.bbar_indexed[row],
-            sym.ltok_indexed[row],
-            sym.btok_indexed[row],
-            sym.kappa_indexed[row],
-        )
+        return cls(**{s.name: s.indexed[row] for s in STATISTICS})
 
     @classmethod
     def symbols(cls, k: int) -> ExampleSummary:
         """Plain symbols ``lbar_k, ...`` for example ``k`` of an explicit batch."""
-        return cls(
-            sp.Symbol(f"lbar_{k}", real=True),
-            sp.Symbol(f"bbar_{k}", nonnegative=True),
-            sp.Symbol(f"ltok_{k}", real=True),
-            sp.Symbol(f"btok_{k}", nonnegative=True),
-            sp.Symbol(f"kappa_{k}", positive=True),
-        )
+        return cls(**{s.name: s.symbol(k) for s in STATISTICS})
+
+
+# One field per statistic of the registry, so that a new statistic is a record there and
+# its property of ``Example``.
+ExampleSummary = make_dataclass(
+    "ExampleSummary",
+    [(statistic.name, sp.Expr) for statistic in STATISTICS],
+    bases=(_Summary,),
+    frozen=True,
+)
+ExampleSummary.__module__ = __name__
+ExampleSummary.__doc__ = """An example seen only through its per-example statistics (as
+symbols): a field per statistic of ``spec.statistics``."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -371,11 +358,11 @@ def indexed_example(row: sp.Expr = sym.i, alpha: sp.Expr = sym.alpha) -> Example
 
 
 # ---------------------------------------------------------------------------------------
-# The five terms, the two diagnostics and the total
+# The terms, the two diagnostics and the total
 
 
 def loss_terms(batch: Batch, params: Parameters = SYMBOLIC) -> dict[str, sp.Expr]:
-    """The eight outputs of MATH.md, by name, in MATH.md order: each output's mean over the
+    """The outputs of MATH.md, by name, in MATH.md order: each output's mean over the
     kept examples of its contribution (``spec.terms``), and the total."""
     terms = {
         output.name: batch.mean(lambda e, output=output: output.contribution(e, params))
@@ -423,7 +410,7 @@ def term_gradient(
     ``term-gradient-closed-form`` proves it equal to the derivative of the term.
     """
     if term.kind != "term":
-        raise ValueError(f"term must be one of the five terms, got the {term.kind} {term.name}")
+        raise ValueError(f"term must be one of the terms, got the {term.kind} {term.name}")
     return _token_coefficient(term, example, params) * POLICIES[term.policy](example, token) / kept
 
 

@@ -23,7 +23,7 @@ from spec.definitions import (
 )
 from spec.family import FAMILY_INSTANCES, generic_matched_scale, generic_member
 from spec.identities import IDENTITIES
-from spec.notation import NamedExample, NamedShares
+from spec.notation import NamedExample, statistic_formula
 from spec.oracle import DEFAULT_PRECISION, evaluate_details
 from spec.parameters import PARAMETERS, RULES, WEIGHT_RULE
 from spec.plots import (
@@ -33,6 +33,7 @@ from spec.plots import (
     SHARES_FIGURE,
     shares_and_kappa,
 )
+from spec.statistics import STATISTICS
 from spec.terms import BY_NAME, DIAGNOSTICS, OUTPUTS, TERMS, TOTAL, config_mapping
 
 #: Where the document lives, relative to the repository root.
@@ -58,16 +59,10 @@ def _math(*lines: str) -> str:
 
 def _per_example_section() -> list[str]:
     example = indexed_example(sym.i)
-    named = NamedShares(example.tokens)
     token = example.tokens.token(sym.t)
-    i = sym.i
     rows = [
-        (sym.lbar_indexed[i], example.lbar),
-        (sym.bbar_indexed[i], example.bbar),
-        (sym.pi_indexed[i, sym.t], example.share(token)),
-        (sym.ltok_indexed[i], named.ltok),
-        (sym.btok_indexed[i], named.btok),
-        (sym.kappa_indexed[i], sym.btok_indexed[i] / sym.bbar_indexed[i]),
+        (sym.pi_indexed[sym.i, sym.t], example.share(token)),
+        *((s.indexed[sym.i], statistic_formula(s.name)) for s in STATISTICS),
     ]
     equations = [f"{sym.latex(lhs)} &= {sym.latex(rhs)} \\\\" for lhs, rhs in rows]
     return [

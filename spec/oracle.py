@@ -1,4 +1,4 @@
-"""The oracle: the eight outputs of MATH.md evaluated from the sympy expressions.
+"""The oracle: the outputs of MATH.md evaluated from the sympy expressions.
 
 ``evaluate`` and ``evaluate_details`` compute every number from the expressions of
 ``spec.definitions``, lambdified with ``modules="mpmath"`` and evaluated at high
@@ -10,12 +10,12 @@ Two lambdified functions are built, each cached by its size, so that an evaluati
 ``B, T <= 8`` costs a few milliseconds:
 
 * per kept example, keyed by ``(n, zero_base, details)``: from ``l_1 .. l_n``,
-  ``b_1 .. b_n`` and the config to ``lbar, bbar, ltok, btok, kappa`` and, with ``details``,
-  the shares ``pi_1 .. pi_n`` and the closed forms of ``dJ/dl_t`` and of each term's
-  ``dR_k/dl_t``. ``zero_base`` is the row
-  whose valid ``b`` are all 0 (uniform shares, ``kappa = 1``; MATH.md);
+  ``b_1 .. b_n`` and the config to the statistics of ``spec.statistics`` and, with
+  ``details``, the shares ``pi_1 .. pi_n`` and the closed forms of ``dJ/dl_t`` and of each
+  term's ``dR_k/dl_t``. ``zero_base`` is the row whose valid ``b`` are all 0 (uniform
+  shares, ``kappa = 1``; MATH.md);
 * per batch, keyed by the number ``B'`` of kept examples: from the per-example quantities
-  and the config to the eight outputs.
+  and the config to the outputs.
 
 The lambdified code is the expressions' own, rewritten only exactly: common
 subexpressions are shared (``cse``), ``factor_terms`` takes common factors out of sums, and
@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, make_dataclass
 from functools import cache
 from typing import Any
 
@@ -55,6 +55,7 @@ from spec.definitions import (
     token_gradient,
 )
 from spec.parameters import EPSILON, PARAMETERS, WEIGHT_RULE, check_value
+from spec.statistics import STATISTIC_NAMES, STATISTICS
 
 #: Significant decimal digits of the mpmath evaluation.
 DEFAULT_PRECISION = 50
@@ -73,10 +74,8 @@ _RULES: dict[str, str] = {
     **{term.weight_field: WEIGHT_RULE for term in TERMS},  # type: ignore[misc]
     **{parameter.field: parameter.rule for parameter in PARAMETERS},
 }
-#: the per-example quantities the batch function reads (``ExampleSummary``'s fields)
-SUMMARY_NAMES: tuple[str, ...] = tuple(f.name for f in fields(ExampleSummary))
-#: what a per-example array of ``OracleResult`` holds for a dropped row, where not 0
-_DROPPED_ROW: dict[str, float] = {"kappa": 1.0}
+#: the per-example statistics the batch function reads (``ExampleSummary``'s fields)
+SUMMARY_NAMES: tuple[str, ...] = STATISTIC_NAMES
 # The counts n and B' enter the lambdified functions as arguments (see
 # ExplicitTokens.count_symbol).
 _KEPT = sp.Symbol("kept_count", positive=True)
@@ -102,27 +101,30 @@ class _ShareAs:
         return self.symbol
 
 
-@dataclass(frozen=True, eq=False)
-class OracleResult:
-    """Everything the oracle computes for one batch.
+# One array per statistic of the registry, beside what every batch has.
+OracleResult = make_dataclass(
+    "OracleResult",
+    [
+        ("values", dict[str, float]),
+        ("token_gradient", np.ndarray),
+        ("term_gradients", dict[str, np.ndarray]),
+        ("shares", np.ndarray),
+        *((statistic.name, np.ndarray) for statistic in STATISTICS),
+        ("kept", np.ndarray),
+        ("kept_count", int),
+    ],
+    frozen=True,
+    eq=False,
+)
+OracleResult.__module__ = __name__
+OracleResult.__doc__ = """Everything the oracle computes for one batch.
 
-    Per-example arrays hold 0.0 for dropped (empty) rows, except ``kappa`` which holds
-    1.0 there; ``shares``, ``token_gradient`` (dJ/dl) and ``term_gradients`` (dR_k/dl of
-    each of the five terms, by name) are 0.0 at padded positions and in dropped rows. All
-    arrays are read-only float64 (``kept`` is bool).
-    """
-
-    values: dict[str, float]
-    token_gradient: np.ndarray
-    term_gradients: dict[str, np.ndarray]
-    shares: np.ndarray
-    kappa: np.ndarray
-    lbar: np.ndarray
-    bbar: np.ndarray
-    ltok: np.ndarray
-    btok: np.ndarray
-    kept: np.ndarray
-    kept_count: int
+``values`` holds the outputs by name; ``shares``, ``token_gradient`` (dJ/dl) and
+``term_gradients`` (dR_k/dl of each term, by name) are 0.0 at padded positions and in
+dropped rows. Each statistic of ``spec.statistics`` has its per-example array by its name
+(``result.lbar``, ..., ``result.kappa``), holding the statistic's ``dropped_row`` value (0.0,
+or 1.0 for ``kappa``) for a dropped (empty) row. All arrays are read-only float64 (``kept``
+is bool)."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -185,7 +187,7 @@ class Lambdified:
 def example_function(n: int, zero_base: bool, details: bool = True) -> Lambdified:
     """``f(l_1..l_n, b_1..b_n, *config_arguments(config), B', n)`` for one kept example.
 
-    Returns ``lbar, bbar, ltok, btok, kappa`` (``SUMMARY_NAMES``) by name, and with
+    Returns each per-example statistic (``SUMMARY_NAMES``) by name, and with
     ``details`` also ``shares`` (``pi_1..pi_n``), ``token_gradient`` (the closed form of
     ``dJ/dl_1..dJ/dl_n``) and, by each term's name, the closed form of its
     ``dR_k/dl_1..dR_k/dl_n``; lambdified from ``spec.definitions`` with ``modules="mpmath"``.
@@ -217,9 +219,10 @@ def example_function(n: int, zero_base: bool, details: bool = True) -> Lambdifie
 
 @cache
 def batch_function(kept: int) -> Lambdified:
-    """``g(lbar_1, bbar_1, ltok_1, btok_1, kappa_1, ..., *config_arguments(config), B')``.
+    """``g(lbar_1, ..., kappa_1, lbar_2, ..., *config_arguments(config), B')``: the statistics
+    of each kept example in turn (``SUMMARY_NAMES``), then the config and ``B'``.
 
-    Returns the eight outputs by name, in MATH.md order, lambdified from ``loss_terms``.
+    Returns the outputs by name, in MATH.md order, lambdified from ``loss_terms``.
     """
     summaries = tuple(ExampleSummary.symbols(k) for k in range(1, kept + 1))
     terms = loss_terms(ExplicitBatch(summaries, count_symbol=_KEPT), SYMBOLIC)
@@ -427,7 +430,7 @@ def _exact_mpf(value: float | int) -> Any:
 def _run(
     cfg: dict[str, float], rows: list[_Row], precision: int, details: bool
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
-    """Evaluate the lambdified expressions; return the eight values and each row's outputs."""
+    """Evaluate the lambdified expressions; return the values and each row's outputs."""
     per_row: list[dict[str, Any]] = []
     with mpmath.workdps(precision):
         mpf = mpmath.mpf
@@ -459,7 +462,7 @@ def evaluate_details(
     *,
     precision: int = DEFAULT_PRECISION,
 ) -> OracleResult:
-    """The eight outputs and the per-example and per-token quantities behind them.
+    """The outputs and the per-example and per-token quantities behind them.
 
     Args:
         token_nll: ``[B, T]`` l, the model's per-token NLL.
@@ -478,7 +481,7 @@ def evaluate_details(
     shares = np.zeros((batch_size, width))
     gradient = np.zeros((batch_size, width))
     term_gradients = {term.name: np.zeros((batch_size, width)) for term in TERMS}
-    per_example = {name: np.full(batch_size, _DROPPED_ROW.get(name, 0.0)) for name in SUMMARY_NAMES}
+    per_example = {s.name: np.full(batch_size, s.dropped_row) for s in STATISTICS}
     kept = np.zeros(batch_size, dtype=bool)
     for row, out in zip(rows, per_row, strict=True):
         r, cols = row.index, list(row.positions)
@@ -510,7 +513,7 @@ def evaluate(
     *,
     precision: int = DEFAULT_PRECISION,
 ) -> dict[str, float]:
-    """The eight outputs of MATH.md, by name and in MATH.md order, as float64.
+    """The outputs of MATH.md, by name and in MATH.md order, as float64.
 
     Same arguments and errors as ``evaluate_details``; skips the shares and the gradient.
     """

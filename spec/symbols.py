@@ -16,6 +16,7 @@ from __future__ import annotations
 import sympy as sp
 
 from spec.parameters import ALPHA, EPSILON, PARAMETERS, C
+from spec.statistics import STATISTICS
 
 # The parameters of the stack have their symbols, with their assumptions and LaTeX, in the
 # parameter registry (``spec/parameters.py``); these are the short names the formulas use.
@@ -38,12 +39,8 @@ l_indexed = sp.IndexedBase("l", real=True)
 b_indexed = sp.IndexedBase("b", nonnegative=True)
 n_indexed = sp.IndexedBase("ncount", integer=True, positive=True)
 
-# Indexed per-example quantities, for the batch-level formulas.
-lbar_indexed = sp.IndexedBase("lbar", real=True)
-bbar_indexed = sp.IndexedBase("bbar", nonnegative=True)
-ltok_indexed = sp.IndexedBase("ltok", real=True)
-btok_indexed = sp.IndexedBase("btok", nonnegative=True)
-kappa_indexed = sp.IndexedBase("kappa", positive=True)
+# The indexed per-example statistics (lbar[i], ..., kappa[i]) are their records' own
+# (``spec/statistics.py``); the per-token shares and weights of the family are here.
 pi_indexed = sp.IndexedBase("pi", nonnegative=True)
 omega_indexed = sp.IndexedBase("omega", nonnegative=True)
 scale_C = sp.Symbol("C", positive=True)
@@ -54,11 +51,7 @@ LATEX_NAMES: dict[sp.Basic, str] = {
     l_indexed.label: "l",
     b_indexed.label: "b",
     n_indexed.label: "n",
-    lbar_indexed.label: r"\bar{l}",
-    bbar_indexed.label: r"\bar{b}",
-    ltok_indexed.label: r"l^{\mathrm{tok}}",
-    btok_indexed.label: r"b^{\mathrm{tok}}",
-    kappa_indexed.label: r"\kappa",
+    **{statistic.indexed.label: statistic.latex for statistic in STATISTICS},
     pi_indexed.label: r"\pi",
     omega_indexed.label: r"\omega",
 }

@@ -158,10 +158,11 @@ def load_target(name: str | None = None) -> tuple[str, Implementation]:
 
 
 def check_outputs(outputs: Any, case: LossCase) -> dict[str, torch.Tensor]:
-    """The outputs as a dict of the eight names, or ``ContractViolation`` saying what is off."""
+    """The outputs as a dict by output name, or ``ContractViolation`` saying what is off."""
     if not isinstance(outputs, Mapping):
         raise ContractViolation(
-            f"the target must return a Mapping of the eight names, got {type(outputs).__name__}"
+            "the target must return a Mapping with an entry per output, got "
+            f"{type(outputs).__name__}"
         )
     missing = [name for name in LOSS_NAMES if name not in outputs]
     if missing:
@@ -294,7 +295,7 @@ class Probe:
         )
 
     def values(self, case: LossCase) -> dict[str, float]:
-        """The eight outputs as Python floats."""
+        """The outputs as Python floats."""
         return self.call(case).values
 
     def gradients(

@@ -3,9 +3,9 @@
 The math of MATH.md as sympy expressions, every identity it states with a proof, and an
 oracle that evaluates the expressions at high precision:
 
-* ``spec.definitions`` — per-example quantities, the five terms, the two diagnostics,
+* ``spec.definitions`` — per-example quantities, the terms, the two diagnostics,
   the total ``J`` and the closed forms of ``dJ/dl`` and of each term's ``dR_k/dl``;
-* ``spec.family`` — seed 000's generic family ``L[pi, omega, C]``, the five terms as
+* ``spec.family`` — seed 000's generic family ``L[pi, omega, C]``, the terms as
   members, the policy-matched scale ``C_{pi,omega}``;
 * ``spec.identities`` — ``IDENTITIES``, the catalogue of identities and their proofs;
 * ``spec.oracle`` — ``evaluate`` and ``evaluate_details``;

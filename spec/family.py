@@ -7,7 +7,7 @@ r"""The generic reconstruction family of seed 000 and its policy-matched scale.
     C_{\pi,\omega} = \operatorname{mean}_i \omega_i \sum_t \pi_{it} b_{it}
 
 A token policy ``pi`` says which positions matter more, an example weight ``omega`` which
-examples matter more, and ``C`` how the whole is scaled. Each of the five terms of MATH.md
+examples matter more, and ``C`` how the whole is scaled. Each term of MATH.md
 is a member (``FAMILY_INSTANCES``, from the term registry; identity ``family-instances``).
 The policy-matched scale ``C_{pi,omega}`` makes every member equal 1 at the z-free baseline
 (identity ``policy-matched-scale-baseline-one``) — the seed's reason to consider it, and also its
@@ -70,7 +70,7 @@ def policy_matched_scale(
 
 @dataclass(frozen=True)
 class FamilyInstance:
-    """How one of the five terms is ``L[pi, omega, C]``."""
+    """How one of the terms is ``L[pi, omega, C]``."""
 
     term: str
     policy_name: str
@@ -91,7 +91,7 @@ class FamilyInstance:
         return policy_matched_scale(batch, self.policy, lambda e: self.omega(e, params))
 
 
-#: The five terms as members, from their records in the term registry: R_raw = L[uniform,
+#: The terms as members, from their records in the term registry: R_raw = L[uniform,
 #: 1, 1], R_dist = L[uniform, 1, c], R_ex = L[uniform, 1/(bbar+eps), 1], R_tok = L[shares,
 #: 1, 1], R_cc = L[shares, 1/kappa, c].
 FAMILY_INSTANCES: tuple[FamilyInstance, ...] = tuple(

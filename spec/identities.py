@@ -330,7 +330,7 @@ def _catalogue() -> tuple[Identity, ...]:
         ),
         _identity(
             "term-gradient-closed-form",
-            "Each of the five terms, differentiated alone, has the closed form of MATH.md, "
+            "Each term, differentiated alone, has the closed form of MATH.md, "
             "'Gradients'; the two diagnostics do not depend on l.",
             _latex_term_gradients(),
             proofs.prove_term_gradient_closed_form,
@@ -389,7 +389,7 @@ def _catalogue() -> tuple[Identity, ...]:
         ),
         _identity(
             "linearity-in-weights",
-            "J is linear in the five weights, with dJ/dw_k = R_k.",
+            "J is linear in the weights, with dJ/dw_k = R_k.",
             _latex_linearity_in_weights(),
             proofs.prove_linearity_in_weights,
             _BATCHES,
@@ -434,7 +434,7 @@ def _catalogue() -> tuple[Identity, ...]:
         ),
         _identity(
             "family-instances",
-            "Each of the five terms is a member L[pi, omega, C] of seed 000's generic family.",
+            "Each term is a member L[pi, omega, C] of seed 000's generic family.",
             _latex_family_instances(),
             proofs.prove_family_instances,
             "sympy: on batches of 1..4-token examples, a zero-base row included",
@@ -445,7 +445,7 @@ def _catalogue() -> tuple[Identity, ...]:
             "z-free baseline.",
             _latex_policy_matched(),
             proofs.prove_policy_matched_scale_baseline_one,
-            "sympy: the five instances on batches of 1..4-token examples, and general pi, "
+            "sympy: the instances on batches of 1..4-token examples, and general pi, "
             "omega, n_i, B'",
         ),
         _identity(

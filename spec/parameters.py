@@ -96,7 +96,7 @@ class Repair:
 
 @dataclass(frozen=True)
 class Parameter:
-    """One parameter of the stack: a config value beside the five weights."""
+    """One parameter of the stack: a config value beside the weights."""
 
     #: the attribute of ``spec.definitions.Parameters`` and the symbol's name
     name: str

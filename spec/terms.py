@@ -45,7 +45,7 @@ class Output:
     #: what it measures, in the seed's words
     summary: str
     contribution: Contribution | None = None
-    # --- the five terms only ---------------------------------------------------------
+    # --- the terms only ---------------------------------------------------------
     weight: sp.Symbol | None = None
     weight_latex: str = ""
     #: the ``ReconstructionLossConfig`` field of the weight
@@ -273,12 +273,12 @@ TOTAL = Output(
     sp.Symbol("J"),
     "J",
     "total",
-    "the weighted sum of the five terms, the reconstruction loss to backpropagate; it sums"
+    "the weighted sum of the terms, the reconstruction loss to backpropagate; it sums"
     " only the terms whose weight is non-zero, so a zero-weighted term adds nothing to its"
     " value or gradient even where that term overflows (0 · inf counts as 0)",
 )
 
-#: every output, in MATH.md order: the five terms, the two diagnostics, the total
+#: every output, in MATH.md order: the terms, the two diagnostics, the total
 OUTPUTS: tuple[Output, ...] = (RAW, DIST, EX, TOK, CC, BTOK, KAPPA, TOTAL)
 TERMS: tuple[Output, ...] = tuple(o for o in OUTPUTS if o.kind == "term")
 DIAGNOSTICS: tuple[Output, ...] = tuple(o for o in OUTPUTS if o.kind == "diagnostic")
@@ -288,7 +288,7 @@ TERM_NAMES: tuple[str, ...] = tuple(o.name for o in TERMS)
 DIAGNOSTIC_NAMES: tuple[str, ...] = tuple(o.name for o in DIAGNOSTICS)
 TOTAL_NAME: str = TOTAL.name
 LOSS_NAMES: tuple[str, ...] = tuple(o.name for o in OUTPUTS)
-#: the config fields of the five weights, in the order of the terms
+#: the config fields of the weights, in the order of the terms
 WEIGHT_FIELDS: tuple[str, ...] = tuple(o.weight_field for o in TERMS)  # type: ignore[misc]
 
 

@@ -6,7 +6,7 @@ dataclasses, the trainer flags' two functions and ``compute_total_loss``
 
 * ``properties.api.config`` — frozen dataclasses, the seed's fields and defaults, no
   legacy shim, validation, run metadata;
-* ``properties.api.flags`` — the seven flags, their defaults, round trips, usage errors,
+* ``properties.api.flags`` — the flags, their defaults, round trips, usage errors,
   the removed flag;
 * ``properties.api.total_loss`` — the returned bundle, its values, the weighted total, the
   gradients of the total and of each term, the terms that must be given;

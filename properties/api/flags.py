@@ -91,7 +91,7 @@ def _field_problems(config: Any, expected: dict[str, float], given: dict[str, st
             )
         else:
             flag = flag_of.get(name)
-            source = f"{flag} was not given" if flag else "it has no flag of the seven"
+            source = f"{flag} was not given" if flag else "it has no flag of the seed's"
             problems.append(
                 f"{name} is {literal(got)}, not its default {literal(value)} ({source})"
             )
@@ -110,7 +110,7 @@ def check_exist(probe: ApiProbe, drawn: Fixed) -> None:
             near = difflib.get_close_matches(flag, sorted(options), n=1, cutoff=0.6)
             hints.append(f"{flag}" + (f" (the parser has {near[0]})" if near else ""))
         raise _violation(
-            f"the parser lacks {len(missing)} of the seven flags: {', '.join(hints)}",
+            f"the parser lacks {len(missing)} of the flags: {', '.join(hints)}",
             drawn,
             "flags",
         )
@@ -269,7 +269,7 @@ INVARIANTS = (
     ApiInvariant(
         id="flags-exist",
         group="flags",
-        statement="add_reconstruction_loss_arguments adds the seven flags of the seed, spelt "
+        statement="add_reconstruction_loss_arguments adds the flags of the seed, spelt "
         "exactly, to a fresh argparse parser",
         spec_refs=FLAG_REFS,
         strategy=lambda domain: st.just(FRESH_PARSER),
@@ -298,7 +298,7 @@ INVARIANTS = (
         examples=(
             NamedInput(
                 "every-flag",
-                "all seven at once, each with a value of its own: a crossed pair shows",
+                "all of them at once, each with a value of its own: a crossed pair shows",
                 FlagValues(tuple(FlagValue(flag, str(i + 2)) for i, flag in enumerate(FLAGS))),
             ),
         ),

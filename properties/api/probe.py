@@ -455,7 +455,7 @@ class ApiProbe:
 
 
 def scalar_values(outputs: Any) -> dict[str, float]:
-    """The eight reconstruction values of a returned mapping, where they are 0-dim tensors."""
+    """The reconstruction values of a returned mapping, where they are 0-dim tensors."""
     if not isinstance(outputs, Mapping):
         return {}
     values = {}

@@ -540,14 +540,14 @@ def missing_terms(draw: st.DrawFn, domain: Domain = DEFAULT_DOMAIN) -> MissingTe
     return MissingTerm(draw(total_loss_cases(domain, need=missing)), missing)
 
 
-#: the entries of compute_total_loss a mix differentiates: the five terms, J and total_loss
+#: the entries of compute_total_loss a mix differentiates: the terms, J and total_loss
 MIXED_ENTRIES: tuple[str, ...] = (*TERM_NAMES, TOTAL_NAME, TOTAL_LOSS)
 
 
 @dataclass(frozen=True)
 class TotalLossMix:
     """A call of ``compute_total_loss`` and the coefficient a_k of each differentiable entry
-    (the five terms, J and total_loss) in one mix, by name."""
+    (the terms, J and total_loss) in one mix, by name."""
 
     total: TotalLossCase
     coefficients: tuple[tuple[str, float], ...]

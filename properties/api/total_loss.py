@@ -121,8 +121,8 @@ def check_bundle(probe: ApiProbe, drawn: TotalLossCase) -> None:
         problems.append(f"{TOTAL_LOSS} does not require grad although token_nll does")
     if problems:
         raise _violation(
-            f"{COMPUTE_TOTAL_LOSS} returns the eight names, every given auxiliary term and "
-            f"{TOTAL_LOSS} as 0-dim tensors, and nothing else: " + "; ".join(problems),
+            f"{COMPUTE_TOTAL_LOSS} returns every reconstruction output, every given auxiliary "
+            f"term and {TOTAL_LOSS} as 0-dim tensors, and nothing else: " + "; ".join(problems),
             drawn.case,
             "bundle",
         )
@@ -393,7 +393,7 @@ def check_term_gradients(probe: ApiProbe, drawn: TotalLossMix) -> None:
     if detached:
         raise _violation(
             f"{COMPUTE_TOTAL_LOSS} returns {', '.join(detached)} detached (no grad_fn although "
-            "token_nll requires grad): each of the five terms, J and total_loss is "
+            "token_nll requires grad): each term, J and total_loss is "
             "differentiable (MATH.md, Gradients), since a trainer may build its loss from the "
             "terms and an ablation trains on one of them",
             case,
@@ -474,8 +474,8 @@ INVARIANTS = (
     ApiInvariant(
         id="total-loss-bundle",
         group="total-loss",
-        statement="returns the eight names and total_loss as 0-dim tensors whatever the "
-        "weights, every given auxiliary term, no token_weight_alpha, nothing else",
+        statement="returns every reconstruction output and total_loss as 0-dim tensors whatever "
+        "the weights, every given auxiliary term, no token_weight_alpha, nothing else",
         spec_refs=TOTAL_REFS,
         strategy=lambda domain: total_loss_cases(domain),
         check=check_bundle,
@@ -485,7 +485,7 @@ INVARIANTS = (
     ApiInvariant(
         id="total-loss-reconstruction",
         group="total-loss",
-        statement="the eight reconstruction entries equal the spec's oracle for "
+        statement="the reconstruction entries equal the spec's oracle for "
         "config.reconstruction, within the dtype's tolerance",
         spec_refs=("MATH.md#the-five-terms-the-two-diagnostics-and-the-total", *TOTAL_REFS),
         strategy=lambda domain: total_loss_cases(domain),

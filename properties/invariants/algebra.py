@@ -80,7 +80,7 @@ def check_linear_in_token_nll(probe: Probe, drawn: LinearCombination) -> None:
 
 @dataclass(frozen=True)
 class WeightPair:
-    """A case, and a second set of the five weights (by config field)."""
+    """A case, and a second set of the weights (by config field)."""
 
     case: LossCase
     second_weights: tuple[tuple[str, float], ...]
@@ -265,7 +265,7 @@ INVARIANTS = (
     Invariant(
         id="linear-in-weights",
         group="algebra",
-        statement="J is the weighted sum of the five returned terms, and linear in the weights",
+        statement="J is the weighted sum of the returned terms, and linear in the weights",
         spec_refs=("linearity-in-weights",),
         strategy=lambda domain: weight_pairs(domain),
         check=check_linear_in_weights,

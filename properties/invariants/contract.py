@@ -28,8 +28,8 @@ def check_outputs_contract(probe: Probe, case: LossCase) -> None:
     problems = []
     if seen.extra:
         problems.append(
-            f"the result has keys beyond the eight: {', '.join(seen.extra)} (exactly the "
-            "eight are returned; token_weight_alpha is run metadata, never an entry)"
+            f"the result has keys beyond the outputs: {', '.join(seen.extra)} (exactly the "
+            "outputs are returned; token_weight_alpha is run metadata, never an entry)"
         )
     for name in ALL_NAMES:
         value = outputs[name]
@@ -132,7 +132,7 @@ INVARIANTS = (
     Invariant(
         id="outputs-contract",
         group="contract",
-        statement="exactly the eight names, 0-dim tensors on the inputs' device, in float32 "
+        statement="exactly the outputs, by name, 0-dim tensors on the inputs' device, in float32 "
         "or better (float32/float64 inputs keep their dtype); the total is differentiable",
         spec_refs=("MATH.md#contract-of-an-implementation",),
         strategy=lambda domain: loss_cases(domain),

@@ -36,7 +36,7 @@ from spec.notation import NamedExample, plain
 from spec.symbols import kept_count
 from spec.terms import BY_NAME
 
-#: the outputs a mix may differentiate: the five terms and J
+#: the outputs a mix may differentiate: the terms and J
 DIFFERENTIABLE: tuple[str, ...] = (*TERMS, TOTAL)
 #: a term's dR/dl_it in MATH.md's plain text, from the spec's closed form
 CLOSED_FORMS: dict[str, str] = {
@@ -68,7 +68,7 @@ def _reference(gradient) -> torch.Tensor:
 def _detached(names: list[str], case: LossCase) -> InvariantViolation:
     return InvariantViolation(
         f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} detached: no grad_fn although "
-        "token_nll requires grad. Each of the five terms is differentiable on its own (MATH.md, "
+        "token_nll requires grad. Each term is differentiable on its own (MATH.md, "
         "Gradients): compute_total_loss may build the weighted sum from the terms, and an "
         "ablation trains on one of them",
         case=case,
@@ -143,7 +143,7 @@ def check_output_gradients(probe: Probe, case: LossCase) -> None:
 
 @dataclass(frozen=True)
 class MixedGradient:
-    """A case and the coefficient a_k of each of the five terms and J in one mix."""
+    """A case and the coefficient a_k of each term and J in one mix."""
 
     case: LossCase
     coefficients: tuple[tuple[str, float], ...]
@@ -325,7 +325,7 @@ INVARIANTS = (
     Invariant(
         id="output-gradients",
         group="gradients",
-        statement="each of the five terms differentiated alone has its closed-form gradient "
+        statement="each term differentiated alone has its closed-form gradient "
         "(0 at padding, token_nll's dtype); the diagnostics carry none",
         spec_refs=("term-gradient-closed-form", "MATH.md#contract-of-an-implementation"),
         strategy=lambda domain: loss_cases(domain),
@@ -341,7 +341,7 @@ INVARIANTS = (
     Invariant(
         id="mixed-gradient",
         group="gradients",
-        statement="one backward of sum_k a_k output_k over the five terms and J (any real a_k) "
+        statement="one backward of sum_k a_k output_k over the terms and J (any real a_k) "
         "gives the same mix of their closed-form gradients",
         spec_refs=("mixed-gradient",),
         strategy=lambda domain: mixed_gradients(domain),

@@ -34,7 +34,7 @@ INVARIANTS = (
     Invariant(
         id="oracle-agreement",
         group="values",
-        statement="float64 and float32 inputs: the eight outputs equal the spec's oracle "
+        statement="float64 and float32 inputs: the outputs equal the spec's oracle "
         "within the dtype's tolerance",
         spec_refs=(
             "MATH.md#the-five-terms-the-two-diagnostics-and-the-total",

@@ -149,7 +149,7 @@ def fused_losses(
     *,
     slip: str | None = None,
 ) -> dict[str, Tensor]:
-    """The eight outputs of one fused node (no slip: correct, second order included)."""
+    """The outputs of one fused node (no slip: correct, second order included)."""
     if slip is not None and slip not in SLIPS:
         raise ValueError(f"unknown slip {slip!r}")
     outputs = _FusedStack.apply(token_nll, zfree_token_nll, mask, config, slip)

@@ -43,8 +43,8 @@ MISTAKES: dict[str, str] = {
     "right-padding-assumed": "the valid tokens are taken to be the first n_i positions of each "
     "row, as if all padding were on the right",
     "kappa-with-epsilon": "kappa divides by bbar + eps, the R_ex denominator, instead of bbar",
-    "alpha-in-result": "token_weight_alpha is returned beside the eight, for logging",
-    "terms-detached": "the five terms are returned detached (logged numbers); only the total "
+    "alpha-in-result": "token_weight_alpha is returned beside the outputs, for logging",
+    "terms-detached": "the terms are returned detached (logged numbers); only the total "
     "keeps its graph",
 }
 

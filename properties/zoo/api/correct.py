@@ -36,7 +36,7 @@ MISTAKES: dict[str, tuple[str, str]] = {
     "changed-default": ("config-fields", "token_weight_alpha defaults to 0.0, not 1.0"),
     "reordered-fields": (
         "config-fields",
-        "alpha, epsilon and c come before the five weights in ReconstructionLossConfig",
+        "alpha, epsilon and c come before the weights in ReconstructionLossConfig",
     ),
     "mutable-config": ("config-frozen", "both configs are plain (mutable) dataclasses"),
     "legacy-field": (
@@ -129,7 +129,7 @@ MISTAKES: dict[str, tuple[str, str]] = {
     ),
     "terms-detached": (
         "total-loss-term-gradients",
-        "the five terms are returned detached (logged numbers); only total_loss trains",
+        "the terms are returned detached (logged numbers); only total_loss trains",
     ),
     "terms-on-total-graph": (
         "total-loss-term-gradients",
@@ -372,7 +372,7 @@ def add_flags(
 
 # --- the stack -----------------------------------------------------------------------------
 
-#: the five terms, each with its weight's field, in the seed's order
+#: the terms, each with its weight's field, in the seed's order
 TERMS = {
     "reconstruction_loss": "raw_weight",
     "distribution_normalized_reconstruction_loss": "distribution_normalized_weight",
@@ -388,7 +388,7 @@ TOTAL_RECONSTRUCTION = "total_reconstruction_loss"
 def reconstruction_losses(
     token_nll: Tensor, zfree_token_nll: Tensor, mask: Tensor, config: Any, mistake: str | None
 ) -> dict[str, Tensor]:
-    """The five terms, the two diagnostics and their total, as batch means over the kept
+    """The terms, the two diagnostics and their total, as batch means over the kept
     examples (those with a valid token)."""
     valid = mask.bool()
     dtype = torch.promote_types(

@@ -197,7 +197,11 @@ def share(b_t: sp.Expr, tokens: Tokens, alpha: sp.Expr, *, zero_base: bool = Fal
 
 @dataclass(frozen=True)
 class Example:
-    """One kept example: its tokens, ``alpha`` and whether all of its valid ``b`` are 0."""
+    """One kept example: its tokens, ``alpha`` and whether all of its valid ``b`` are 0.
+
+    Each statistic of ``spec.statistics`` is a property of the same name (``lbar``, ...,
+    ``kappa``), computed by the statistic's formula.
+    """
 
     tokens: Tokens
     alpha: sp.Expr = sym.alpha
@@ -218,32 +222,11 @@ class Example:
             raise TypeError("shares needs explicit tokens; use share(token) otherwise")
         return tuple(self.share(token) for token in self.tokens.tokens)
 
-    @property
-    def lbar(self) -> sp.Expr:
-        """``lbar_i = (1/n_i) sum_t l_it``."""
-        return self.tokens.total(lambda tok: tok.loss) / self.count
 
-    @property
-    def bbar(self) -> sp.Expr:
-        """``bbar_i = (1/n_i) sum_t b_it`` (the seed's ``b_u``)."""
-        return self.tokens.total(lambda tok: tok.base) / self.count
-
-    @property
-    def ltok(self) -> sp.Expr:
-        """``ltok_i = sum_t pi_it l_it``."""
-        return self.tokens.total(lambda tok: self.share(tok) * tok.loss)
-
-    @property
-    def btok(self) -> sp.Expr:
-        """``btok_i = sum_t pi_it b_it`` (the seed's ``R^base_tok,alpha``)."""
-        return self.tokens.total(lambda tok: self.share(tok) * tok.base)
-
-    @property
-    def kappa(self) -> sp.Expr:
-        """``kappa_i = btok_i / bbar_i``, and 1 where ``bbar_i = 0`` (the zero-base row)."""
-        if self.zero_base:
-            return sp.Integer(1)
-        return self.btok / self.bbar
+# Each statistic of the registry is a property of an example (``example.lbar``), its
+# record's formula: a new statistic is its record alone.
+for _statistic in STATISTICS:
+    setattr(Example, _statistic.name, property(_statistic.formula, doc=_statistic.doc))
 
 
 class ExampleLike(Protocol):

@@ -1,17 +1,17 @@
 r"""The per-example statistics: one record each, the vocabulary of every per-example quantity.
 
 A term is a batch mean of per-example statistics (MATH.md, "Per example"): ``lbar_i``,
-``bbar_i``, ``ltok_i``, ``btok_i``, ``kappa_i``. Each ``Statistic`` says how one of them is
-named and written: its name (the attribute of an example that holds it), the assumptions
-of its symbol, its LaTeX, and what the oracle reports for a dropped (empty) row.
-Its formula is the property of the same name of ``spec.definitions.Example``, written in
-terms of the tokens and of the statistics before it.
+``bbar_i``, ``ltok_i``, ``btok_i``, ``kappa_i``. Each ``Statistic`` says what one of them is and
+how it is written: its name (the attribute of an example that holds it), the assumptions of
+its symbol, its LaTeX, its formula (in terms of the example's tokens and shares and of the
+statistics before it; ``spec.definitions.Example`` has it as the property of that name),
+and what the oracle reports for a dropped (empty) row.
 
 Everything per-example derives from ``STATISTICS``: ``ExampleSummary`` (an example seen
 only through its statistics), the indexed symbols and their LaTeX (``spec.symbols``), the
 named example and the plain names of messages (``spec.notation``), the oracle's per-example
 functions and ``OracleResult``'s arrays, and the document's "Per example" section. A new
-statistic is a record here and a property of ``Example``.
+statistic is a record here, nothing else.
 
 Example:
     >>> [s.name for s in STATISTICS]
@@ -22,8 +22,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import sympy as sp
 
@@ -39,6 +40,11 @@ class Statistic:
     #: what sympy may assume of it (MATH.md: ``l`` is real, ``b >= 0``, ``kappa > 0``)
     assumption: Assumption
     latex: str
+    #: the statistic of an example (``spec.definitions.Example``: its ``tokens``, ``count``,
+    #: ``share(token)``, ``zero_base`` and the statistics before this one)
+    formula: Callable[[Any], sp.Expr]
+    #: the formula in MATH.md's words, the docstring of ``Example.<name>``
+    doc: str
     #: what the oracle's per-example array holds for a dropped (empty) row
     dropped_row: float = 0.0
     #: ``name[i]``, for the formulas at a general batch size; built once, so that every
@@ -59,12 +65,42 @@ class Statistic:
 
 
 STATISTICS: tuple[Statistic, ...] = (
-    Statistic("lbar", "real", r"\bar{l}"),  # the mean token loss
-    Statistic("bbar", "nonnegative", r"\bar{b}"),  # the mean surprisal, the seed's b_u
-    Statistic("ltok", "real", r"l^{\mathrm{tok}}"),  # the share-weighted token loss
-    Statistic("btok", "nonnegative", r"b^{\mathrm{tok}}"),  # the seed's R^base_tok
-    # the concentration factor btok / bbar, 1 for a row whose b are all 0
-    Statistic("kappa", "positive", r"\kappa", dropped_row=1.0),
+    Statistic(
+        "lbar",
+        "real",
+        r"\bar{l}",
+        lambda e: e.tokens.total(lambda tok: tok.loss) / e.count,
+        "``lbar_i = (1/n_i) sum_t l_it``, the mean token loss.",
+    ),
+    Statistic(
+        "bbar",
+        "nonnegative",
+        r"\bar{b}",
+        lambda e: e.tokens.total(lambda tok: tok.base) / e.count,
+        "``bbar_i = (1/n_i) sum_t b_it``, the mean surprisal (the seed's ``b_u``).",
+    ),
+    Statistic(
+        "ltok",
+        "real",
+        r"l^{\mathrm{tok}}",
+        lambda e: e.tokens.total(lambda tok: e.share(tok) * tok.loss),
+        "``ltok_i = sum_t pi_it l_it``, the share-weighted token loss.",
+    ),
+    Statistic(
+        "btok",
+        "nonnegative",
+        r"b^{\mathrm{tok}}",
+        lambda e: e.tokens.total(lambda tok: e.share(tok) * tok.base),
+        "``btok_i = sum_t pi_it b_it`` (the seed's ``R^base_tok,alpha``).",
+    ),
+    Statistic(
+        "kappa",
+        "positive",
+        r"\kappa",
+        lambda e: sp.Integer(1) if e.zero_base else e.btok / e.bbar,
+        "``kappa_i = btok_i / bbar_i``, and 1 where ``bbar_i = 0`` (the zero-base row).",
+        dropped_row=1.0,
+    ),
 )
 STATISTIC_BY_NAME: dict[str, Statistic] = {s.name: s for s in STATISTICS}
 STATISTIC_NAMES: tuple[str, ...] = tuple(STATISTIC_BY_NAME)

@@ -11,7 +11,7 @@ import sympy as sp
 
 import spec
 from spec import symbols as sym
-from spec.definitions import Example, ExampleSummary, ExplicitTokens
+from spec.definitions import Example, ExampleSummary, ExplicitTokens, indexed_example
 from spec.document import render_spec_document
 from spec.notation import NamedExample, plain, statistic_formula
 from spec.statistics import STATISTIC_NAMES, STATISTICS, Statistic
@@ -27,11 +27,18 @@ _ALPHA = sp.Rational(3, 2)
 
 
 @pytest.mark.parametrize("statistic", STATISTICS, ids=lambda s: s.name)
-def test_each_statistic_is_a_formula_of_an_example(statistic: Statistic) -> None:
-    assert isinstance(getattr(Example, statistic.name, None), property), (
-        f"the statistic {statistic.name!r} has no formula: Example.{statistic.name} is not a "
-        "property of spec.definitions.Example"
-    )
+def test_each_statistic_is_an_example_property_on_both_kinds_of_tokens(
+    statistic: Statistic,
+) -> None:
+    explicit = Example(ExplicitTokens.symbols(3))
+    indexed = indexed_example(sym.i)
+    for example in (explicit, indexed):
+        value = getattr(example, statistic.name)
+        assert isinstance(value, sp.Expr) and value.free_symbols, (statistic.name, value)
+    assert getattr(Example, statistic.name).__doc__ == statistic.doc
+    # on explicit tokens, the formula reads only that example's tokens and alpha
+    allowed = {*explicit.tokens.loss, *explicit.tokens.base, sym.alpha}
+    assert getattr(explicit, statistic.name).free_symbols <= allowed
 
 
 @pytest.mark.parametrize("statistic", STATISTICS, ids=lambda s: s.name)

@@ -94,3 +94,24 @@ def test_a_slip_in_the_api_adapter_is_caught(tmp_path: Path) -> None:
     )
     assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-2000:]
     assert "FAILED total-loss-reconstruction" in done.stdout
+
+
+def test_adding_a_term_names_files_and_records_that_exist() -> None:
+    """ "Adding a term": every file it names exists, and every record class it names is
+    defined in the file it is named beside."""
+    root = GUIDE.parents[1]
+    section = GUIDE.read_text().split("\n## Adding a term\n")[1].split("\n## ")[0]
+    paths = re.findall(r"`((?:spec|recon_impl|properties|tests|docs)/[\w/]+\.\w+)`", section)
+    assert len(paths) >= 8, paths
+    missing = [path for path in paths if not (root / path).is_file()]
+    assert not missing, f"docs/GUIDE.md, 'Adding a term', names files that do not exist: {missing}"
+    for record, path in (
+        ("Output", "spec/terms.py"),
+        ("Parameter", "spec/parameters.py"),
+        ("Statistic", "spec/statistics.py"),
+        ("Term", "recon_impl/terms.py"),
+    ):
+        assert f"`{record}`" in section and f"`{path}`" in section
+        assert re.search(rf"^class {record}\b", (root / path).read_text(), flags=re.MULTILINE), (
+            f"{path} defines no class {record}, which 'Adding a term' names"
+        )

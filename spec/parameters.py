@@ -14,8 +14,8 @@ document's tables, and in the conformance suite the config record, the strategie
 the edge cases and the validation corruptions.
 
 Example:
-    >>> [p.field for p in PARAMETERS]
-    ['token_weight_alpha', 'example_inverse_surprisal_epsilon', 'zfree_reference_scale']
+    >>> BY_NAME["alpha"].field, BY_NAME["alpha"].default, BY_NAME["alpha"].edge_values
+    ('token_weight_alpha', 1.0, (1.0, 0.0, 2.0, 0.5, 4.0))
     >>> RULES[EPSILON.rule].message("config.example_inverse_surprisal_epsilon", -1.0)
     'config.example_inverse_surprisal_epsilon must be >= 0, got -1.0'
 """
@@ -113,6 +113,18 @@ class Parameter:
     summary: str
     draw: Draw
     repair: Repair | None = None
+
+    @property
+    def edge_values(self) -> tuple[float, ...]:
+        """The values the suite draws on purpose (``draw``'s edges and ``near``), less the
+        one that is an error with some inputs (``repair``): each valid with any input."""
+        draw = self.draw
+        values = (
+            *draw.edges,
+            *(draw.more_edges or ()),
+            *(() if draw.near is None else (draw.near,)),
+        )
+        return tuple(v for v in values if self.repair is None or v != self.repair.value)
 
 
 #: alpha is drawn up to this for comparisons with the oracle; beyond it the tolerance, which

@@ -63,7 +63,7 @@ from spec.oracle import (
     evaluate_details,
     example_function,
 )
-from spec.parameters import ALPHA, PARAMETERS, Parameter
+from spec.parameters import ALPHA, PARAMETERS
 from spec.terms import (
     BTOK,
     CC,
@@ -753,14 +753,6 @@ def prove_example_permutation_invariance() -> tuple[str, ...]:
     return tuple(checks)
 
 
-def _edge_values(parameter: Parameter) -> tuple[float, ...]:
-    """The values the suite draws a parameter at on purpose, but the one that is an error
-    with some inputs (its ``Repair``)."""
-    draw, repair = parameter.draw, parameter.repair
-    values = (*draw.edges, *(draw.more_edges or ()), *(() if draw.near is None else (draw.near,)))
-    return tuple(v for v in values if repair is None or v != repair.value)
-
-
 def prove_padding_invariance() -> tuple[str, ...]:
     """Identity ``padding-invariance``: Adding padded positions or fully padded examples
     (whatever they hold, NaN and inf included) changes no output, no share and no gradient.
@@ -776,7 +768,7 @@ def prove_padding_invariance() -> tuple[str, ...]:
         mask[0][0] = True
         config = config_mapping(
             **distinct_weights((1.0, 0.5, 0.25, 0.75, 1.5, 1.25, 2.0)),
-            **{p.field: generator.choice(_edge_values(p)) for p in PARAMETERS},
+            **{p.field: generator.choice(p.edge_values) for p in PARAMETERS},
         )
         plain = evaluate_details(ls, bs, mask, config)
         # Padded columns inserted at random places, and fully padded rows, all full of garbage.

@@ -14,8 +14,8 @@ functions and ``OracleResult``'s arrays, and the document's "Per example" sectio
 statistic is a record here, nothing else.
 
 Example:
-    >>> [s.name for s in STATISTICS]
-    ['lbar', 'bbar', 'ltok', 'btok', 'kappa']
+    >>> STATISTIC_BY_NAME["lbar"].doc
+    '``lbar_i = (1/n_i) sum_t l_it``, the mean token loss.'
     >>> STATISTIC_BY_NAME["kappa"].symbol(2), STATISTIC_BY_NAME["kappa"].dropped_row
     (kappa_2, 1.0)
 """

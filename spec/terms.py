@@ -312,7 +312,7 @@ def config_mapping(**values: float) -> dict[str, float]:
         >>> config_mapping(token_weighted_weight=1.0, token_weight_alpha=2.0,
         ...                zfree_reference_scale=1.5)
         ... # doctest: +ELLIPSIS
-        {'raw_weight': 0.0, ..., 'token_weighted_weight': 1.0, ..., 'zfree_reference_scale': 1.5}
+        {'raw_weight': 0.0, ..., 'token_weighted_weight': 1.0, ..., 'zfree_reference_scale': 1.5...}
     """
     unknown = sorted(set(values) - set(WEIGHT_FIELDS) - set(PARAMETER_FIELDS))
     if unknown:

@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+import spec.api
 from properties.tolerances import output_tolerance
 from recon_impl import (
     DIAGNOSTIC_NAMES,
@@ -199,16 +200,23 @@ def test_config_to_dict_is_nested_run_metadata() -> None:
 
 
 def test_config_defaults_are_the_design_defaults() -> None:
-    assert ReconstructionLossConfig().to_dict() == {
-        "raw_weight": 1.0,
-        "distribution_normalized_weight": 0.0,
-        "example_inverse_surprisal_weight": 0.0,
-        "token_weighted_weight": 0.0,
-        "normalized_concentration_corrected_token_weighted_weight": 0.0,
-        "token_weight_alpha": 1.0,
-        "example_inverse_surprisal_epsilon": 1e-8,
-        "zfree_reference_scale": 1.0,
-    }
+    defaults = ReconstructionLossConfig().to_dict()
+    # every field the registries declare, with its recorded default
+    assert defaults == {f.name: f.default for f in spec.api.RECONSTRUCTION_FIELDS}
+    # and seed 001's, as the seed gives them
+    assert (
+        defaults.items()
+        >= {
+            "raw_weight": 1.0,
+            "distribution_normalized_weight": 0.0,
+            "example_inverse_surprisal_weight": 0.0,
+            "token_weighted_weight": 0.0,
+            "normalized_concentration_corrected_token_weighted_weight": 0.0,
+            "token_weight_alpha": 1.0,
+            "example_inverse_surprisal_epsilon": 1e-8,
+            "zfree_reference_scale": 1.0,
+        }.items()
+    )
     defaults = DisentanglementLossConfig().to_dict()
     defaults.pop("reconstruction")
     assert defaults == {

@@ -1,4 +1,4 @@
-"""The seven trainer flags and the c flag: defaults, round trip, usage errors, the removed flag."""
+"""The trainer flags and the c flag: defaults, round trip, usage errors, the removed flag."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+import spec.api
 from recon_impl import (
     ReconstructionLossConfig,
     add_reconstruction_loss_arguments,
@@ -14,7 +15,8 @@ from recon_impl import (
 )
 from recon_impl.trainer_flags import RECONSTRUCTION_FLAGS, ZFREE_REFERENCE_SCALE_FLAG
 
-FLAGS = {
+#: seed 001's seven flags ("CLI surface"), each with the field it sets
+SEED_FLAGS = {
     "--raw-reconstruction-weight": "raw_weight",
     "--distribution-normalized-reconstruction-weight": "distribution_normalized_weight",
     "--example-inverse-surprisal-reconstruction-weight": "example_inverse_surprisal_weight",
@@ -25,6 +27,8 @@ FLAGS = {
     "--token-weighted-reconstruction-alpha": "token_weight_alpha",
     "--example-inverse-surprisal-epsilon": "example_inverse_surprisal_epsilon",
 }
+#: every flag of the registries (the seed's and any a later term or parameter adds)
+FLAGS = spec.api.FLAGS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -33,8 +37,9 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def test_exactly_the_seven_flags_of_the_design() -> None:
+def test_exactly_the_flags_of_the_registries_the_seeds_spelt_as_it_spells_them() -> None:
     assert {flag: name for flag, (name, _) in RECONSTRUCTION_FLAGS.items()} == FLAGS
+    assert SEED_FLAGS.items() <= FLAGS.items()
 
 
 def test_defaults_are_the_dataclass_defaults() -> None:
@@ -122,7 +127,7 @@ def test_the_c_flag_passes_the_measured_scale() -> None:
     assert absent.zfree_reference_scale is None
     assert reconstruction_loss_config_from_args(absent, base=base).zfree_reference_scale == 7.0
     assert reconstruction_loss_config_from_args(absent).zfree_reference_scale == 1.0
-    # the seven keep their defaults beside it
+    # the other flags keep their defaults beside it
     assert reconstruction_loss_config_from_args(args) == dataclasses.replace(
         ReconstructionLossConfig(), zfree_reference_scale=2.65513
     )

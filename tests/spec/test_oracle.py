@@ -17,10 +17,10 @@ import sympy as sp
 import torch
 
 import spec
-from spec import symbols as sym
 from spec.definitions import LOSS_NAMES, ExplicitBatch, loss_terms
 from spec.oracle import batch_function, example_function
-from spec.terms import TERMS, WEIGHT_FIELDS
+from spec.parameters import PARAMETERS
+from spec.terms import TERMS, WEIGHT_FIELDS, distinct_weights
 
 NAN, INF = math.nan, math.inf
 
@@ -62,12 +62,24 @@ def test_hand_computed_example() -> None:
     tok = sum(ltok) / 2
     cc = sum(x / k for x, k in zip(ltok, kappa, strict=True)) / 2 / c
     total = raw + Fraction(1, 2) * dist + Fraction(1, 4) * ex + tok + Fraction(1, 2) * cc
-    expected = [raw, dist, ex, tok, cc, sum(btok) / 2, sum(kappa) / 2, total]
+    expected = {
+        "reconstruction_loss": raw,
+        "distribution_normalized_reconstruction_loss": dist,
+        "example_inverse_surprisal_weighted_reconstruction_loss": ex,
+        "token_weighted_reconstruction_loss": tok,
+        "normalized_concentration_corrected_token_weighted_reconstruction_loss": cc,
+        "token_weighted_base_loss": sum(btok) / 2,
+        "token_concentration_factor": sum(kappa) / 2,
+        # every other weight is 0 in this config
+        "total_reconstruction_loss": total,
+    }
     assert raw == Fraction(5, 3) and ex == Fraction(25, 24)
 
     result = spec.evaluate_details(NLL, BASE, MASK, config())
     assert list(result.values) == list(LOSS_NAMES)
-    assert list(result.values.values()) == [float(x) for x in expected]
+    assert {name: result.values[name] for name in expected} == {
+        name: float(x) for name, x in expected.items()
+    }
     shares = [
         [Fraction(4, 41), Fraction(36, 41), Fraction(1, 41)],
         [Fraction(1, 5), Fraction(4, 5), 0],
@@ -88,12 +100,7 @@ def test_hand_computed_example() -> None:
 
 def test_linear_shares_example_from_math() -> None:
     # MATH.md / recon_impl's example: l = (2, 4), b = (1, 3), alpha = 1.
-    cfg = config(
-        distribution_normalized_weight=0.0,
-        example_inverse_surprisal_weight=0.0,
-        normalized_concentration_corrected_token_weighted_weight=0.0,
-        token_weight_alpha=1.0,
-    )
+    cfg = spec.config_mapping(raw_weight=1.0, token_weighted_weight=1.0, token_weight_alpha=1.0)
     result = spec.evaluate_details([[2.0, 4.0, 0.0]], [[1.0, 3.0, NAN]], [[1, 1, 0]], cfg)
     assert result.values["reconstruction_loss"] == 3.0
     assert result.values["token_weighted_reconstruction_loss"] == 3.5
@@ -295,17 +302,14 @@ def test_token_gradient_is_the_derivative_of_j() -> None:
     batch = ExplicitBatch.of_sizes(sizes)
     total = loss_terms(batch)[spec.LOSS_NAMES[-1]]
     rng = np.random.default_rng(5)
+    # every weight non-zero and distinct, every parameter off its default
+    cfg = spec.config_mapping(
+        **distinct_weights(tuple(0.5 + 0.25 * k for k in range(len(TERMS)))),
+        **{p.field: p.edge_values[-1] for p in PARAMETERS},
+    )
     values = {
-        sym.alpha: sp.Rational(3, 2),
-        sym.epsilon: sp.Rational(1, 5),
-        sym.c: sp.Rational(7, 4),
-        **dict(
-            zip(
-                (term.weight for term in TERMS),
-                (1, sp.Rational(1, 2), sp.Rational(3, 4), 2, sp.Rational(5, 4)),
-                strict=True,
-            )
-        ),
+        **{p.symbol: sp.Rational(cfg[p.field]) for p in PARAMETERS},
+        **{term.weight: sp.Rational(cfg[term.weight_field]) for term in TERMS},
     }
     nll = np.zeros((3, 3))
     base = np.zeros((3, 3))
@@ -315,16 +319,6 @@ def test_token_gradient_is_the_derivative_of_j() -> None:
             nll[r, t], base[r, t] = rng.integers(1, 9) / 4, rng.integers(1, 9) / 4
             values[token.loss], values[token.base] = sp.Rational(nll[r, t]), sp.Rational(base[r, t])
             mask[r, t] = True
-    cfg = spec.config_mapping(
-        raw_weight=1.0,
-        distribution_normalized_weight=0.5,
-        example_inverse_surprisal_weight=0.75,
-        token_weighted_weight=2.0,
-        normalized_concentration_corrected_token_weighted_weight=1.25,
-        token_weight_alpha=1.5,
-        example_inverse_surprisal_epsilon=0.2,
-        zfree_reference_scale=1.75,
-    )
     result = spec.evaluate_details(nll, base, mask, cfg)
     for r, example in enumerate(batch.examples):
         for t, token in enumerate(example.tokens.tokens):

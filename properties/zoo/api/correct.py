@@ -1,5 +1,4 @@
-"""The API of seed 001 written from the seed alone, sharing no code with ``recon_impl``, with
-one mistake at a time.
+"""The API of seed 001, sharing no code with ``recon_impl``, with one mistake at a time.
 
 ``api(mistake=None)`` is the API object: a namespace holding the five public names of seed
 001 (``spec.api.PUBLIC_NAMES``) and ``token_nll_from_logits``. With no mistake it is
@@ -13,8 +12,11 @@ holds this API with each mistake on, e.g. ``properties.zoo.api.wrong:router_swit
 It differs from ``recon_impl`` where the seed leaves room: its configs are built from one
 table of fields (name, default, rule), validated by that table; its flags keep argparse's own
 destinations (``args.raw_reconstruction_weight``, mapped to the fields by
-``reconstruction_loss_config_from_args``); its stack is a few torch lines over the valid
-positions (the row maximum of b taken out before the power).
+``reconstruction_loss_config_from_args``); its stack is the zoo's textbook one
+(``properties.zoo.textbook``). What a term or a parameter brings (its weight field, its flag,
+its value) comes from the spec's registries (``spec.api``, ``spec.terms``), so a new term
+needs no edit here; the rest of the seed (the disentanglement config, the auxiliary terms) is
+written here once.
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ from typing import Any
 
 import torch
 from torch import Tensor
+
+from properties.zoo.textbook import textbook_losses
+from spec.api import CONFIG_CLASSES, RECONSTRUCTION_CONFIG
+from spec.api import FLAGS as SPEC_FLAGS
+from spec.terms import DIAGNOSTIC_NAMES, TOTAL
+from spec.terms import TERMS as REGISTRY_TERMS
 
 #: mistake -> (the invariant that names it, the mistake)
 MISTAKES: dict[str, tuple[str, str]] = {
@@ -158,16 +166,12 @@ MISTAKES: dict[str, tuple[str, str]] = {
 #: what each field accepts (the seed's types, MATH.md "Errors")
 NON_NEGATIVE, POSITIVE, SWITCH, NESTED = "a real number >= 0", "a real number > 0", "a bool", ""
 
-#: ReconstructionLossConfig's fields in the seed's order: name -> (default, rule)
+#: the rule text of each of the registries' rules
+_RULE_TEXTS = {"non-negative": NON_NEGATIVE, "positive": POSITIVE, "bool": SWITCH, "nested": NESTED}
+#: ReconstructionLossConfig's fields in the seed's order: name -> (default, rule). A term's
+#: weight and a parameter are the registries' (spec.api), so that a new one needs no edit here.
 RECONSTRUCTION_FIELDS: dict[str, tuple[Any, str | None]] = {
-    "raw_weight": (1.0, NON_NEGATIVE),
-    "distribution_normalized_weight": (0.0, NON_NEGATIVE),
-    "example_inverse_surprisal_weight": (0.0, NON_NEGATIVE),
-    "token_weighted_weight": (0.0, NON_NEGATIVE),
-    "normalized_concentration_corrected_token_weighted_weight": (0.0, NON_NEGATIVE),
-    "token_weight_alpha": (1.0, NON_NEGATIVE),
-    "example_inverse_surprisal_epsilon": (1e-8, NON_NEGATIVE),
-    "zfree_reference_scale": (1.0, POSITIVE),
+    f.name: (f.default, _RULE_TEXTS[f.rule]) for f in CONFIG_CLASSES[RECONSTRUCTION_CONFIG]
 }
 #: DisentanglementLossConfig's (``reconstruction`` defaults to a fresh
 #: ReconstructionLossConfig)
@@ -282,18 +286,8 @@ def config_class(
 
 # --- trainer flags -------------------------------------------------------------------------
 
-#: flag -> field, the seed's trainer flags
-FLAGS = {
-    "--raw-reconstruction-weight": "raw_weight",
-    "--distribution-normalized-reconstruction-weight": "distribution_normalized_weight",
-    "--example-inverse-surprisal-reconstruction-weight": "example_inverse_surprisal_weight",
-    "--token-weighted-reconstruction-weight": "token_weighted_weight",
-    "--normalized-concentration-corrected-token-weighted-reconstruction-weight": (
-        "normalized_concentration_corrected_token_weighted_weight"
-    ),
-    "--token-weighted-reconstruction-alpha": "token_weight_alpha",
-    "--example-inverse-surprisal-epsilon": "example_inverse_surprisal_epsilon",
-}
+#: flag -> field, the trainer flags (the registries', as spec.api lists them)
+FLAGS: dict[str, str] = dict(SPEC_FLAGS)
 REMOVED_FLAG = "--normalize-reconstruction-loss"
 
 
@@ -372,63 +366,29 @@ def add_flags(
 
 # --- the stack -----------------------------------------------------------------------------
 
-#: the terms, each with its weight's field, in the seed's order
-TERMS = {
-    "reconstruction_loss": "raw_weight",
-    "distribution_normalized_reconstruction_loss": "distribution_normalized_weight",
-    "example_inverse_surprisal_weighted_reconstruction_loss": "example_inverse_surprisal_weight",
-    "token_weighted_reconstruction_loss": "token_weighted_weight",
-    "normalized_concentration_corrected_token_weighted_reconstruction_loss": (
-        "normalized_concentration_corrected_token_weighted_weight"
-    ),
-}
-TOTAL_RECONSTRUCTION = "total_reconstruction_loss"
+#: the terms, each with its weight's field, in the registry's order
+TERMS: dict[str, str] = {term.name: term.weight_field for term in REGISTRY_TERMS}  # type: ignore[misc]
+TOTAL_RECONSTRUCTION = TOTAL.name
 
 
 def reconstruction_losses(
     token_nll: Tensor, zfree_token_nll: Tensor, mask: Tensor, config: Any, mistake: str | None
 ) -> dict[str, Tensor]:
-    """The terms, the two diagnostics and their total, as batch means over the kept
-    examples (those with a valid token)."""
-    valid = mask.bool()
-    dtype = torch.promote_types(
-        torch.promote_types(token_nll.dtype, zfree_token_nll.dtype), torch.float32
-    )
+    """The terms, the diagnostics and their total: the zoo's textbook stack
+    (``properties.zoo.textbook``, correct), with this API's own slips in what it returns."""
     if mistake == "float64-results":  # "for accuracy", whatever the inputs
-        dtype = torch.float64
-    l = torch.where(valid, token_nll.to(dtype), 0.0)
-    b = torch.where(valid, zfree_token_nll.detach().to(dtype), 0.0)
-    n = valid.sum(1).to(dtype)
-    kept = n > 0
-    lbar, bbar = l.sum(1) / n.clamp(min=1), b.sum(1) / n.clamp(min=1)
-    alpha = config.token_weight_alpha
-    top = b.amax(1, keepdim=True)
-    ratio = torch.where(top > 0, b / top, 1.0)
-    powered = torch.where(valid & (ratio > 0) if alpha > 0 else valid, ratio.pow(alpha), 0.0)
-    shares = powered / powered.sum(1, keepdim=True).clamp(min=1.0)
-    ltok, btok = (shares * l).sum(1), (shares * b).sum(1)
-    kappa = torch.where(bbar > 0, btok / bbar, 1.0)
-    c = config.zfree_reference_scale
-
-    def batch_mean(x: Tensor) -> Tensor:
-        return torch.where(kept, x, 0.0).sum() / kept.sum()
-
-    def per_example(x: Tensor) -> Tensor:  # each row's own value, NaN for an empty row
-        return torch.where(kept, x, torch.nan)
-
-    eps_denominator = torch.where(kept, bbar + config.example_inverse_surprisal_epsilon, 1.0)
-    terms = (
-        batch_mean(lbar),
-        batch_mean(lbar) / c,
-        batch_mean(lbar / eps_denominator),
-        batch_mean(ltok),
-        batch_mean(ltok / kappa) / c,
-    )
-    out = dict(zip(TERMS, terms, strict=True))
-    diagnostic = per_example if mistake == "per-example-diagnostics" else batch_mean
-    out["token_weighted_base_loss"] = diagnostic(btok)
-    out["token_concentration_factor"] = diagnostic(kappa)
-    out[TOTAL_RECONSTRUCTION] = sum(getattr(config, w) * out[name] for name, w in TERMS.items())
+        return textbook_losses(token_nll, zfree_token_nll, mask, config, mistake="float64-outputs")
+    out = textbook_losses(token_nll, zfree_token_nll, mask, config)
+    if mistake == "per-example-diagnostics":  # each row's own value, NaN for an empty row
+        for name in DIAGNOSTIC_NAMES:
+            out[name] = torch.stack(
+                [
+                    textbook_losses(l[None], b[None], m[None], config)[name]
+                    if m.any()
+                    else torch.tensor(math.nan, dtype=out[name].dtype)
+                    for l, b, m in zip(token_nll, zfree_token_nll, mask.bool(), strict=True)
+                ]
+            )
     return out
 
 

@@ -30,6 +30,7 @@ def run(invariant_id: str, implementation, target: str):
     return run_invariant(by_id(invariant_id), implementation, target=target, settings=QUICK)
 
 
+@pytest.mark.heavy
 def test_reproduction_is_a_standalone_script(tmp_path: Path) -> None:
     result = run(
         "oracle-agreement",
@@ -109,6 +110,7 @@ def test_a_relational_failure_on_a_nan_output_says_so() -> None:
     assert any("is nan where the spec's is" in finding for finding in result.failure.diagnosis)
 
 
+@pytest.mark.heavy
 def test_stop_gradient_reproduction_prints_the_leaking_gradient(tmp_path: Path) -> None:
     result = run(
         "stop-gradient", wrong.zfree_not_detached, "properties.zoo.wrong:zfree_not_detached"

@@ -29,3 +29,18 @@ def project_modules() -> list[str]:
 
 for _name in project_modules():
     importlib.import_module(_name)
+
+
+def pytest_configure(config) -> None:
+    # pytest-xdist hands out tests in chunks of up to a quarter of a worker's share, so the
+    # heavy tests that lead the order (below) would all land on the first worker; one at a
+    # time (with two queued), the next test always goes to the worker that is free, and the
+    # run ends on light tests. An explicit --maxschedchunk is kept.
+    if getattr(config.option, "maxschedchunk", 0) is None:
+        config.option.maxschedchunk = 1
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The tests marked ``heavy`` (many seconds: subprocesses, whole checks, compiles) run
+    first, in their collected order, so that a parallel run does not end on a long one."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)

@@ -55,6 +55,7 @@ def assert_rows_agree(observed, expected, bound: float, steps) -> None:
             assert abs(a - b) <= bound * abs(b), f"step {step}, {name}: {a!r} != {b!r}"
 
 
+@pytest.mark.heavy
 def test_three_steps_log_every_value_to_csv(example, tmp_path: Path) -> None:
     out = tmp_path / "log.csv"
     rows = example.main(["--steps", "3", "--out", str(out), *FAST])
@@ -83,6 +84,7 @@ def test_the_measured_scale_and_the_flag_give_the_same_run(example, tmp_path, ca
     assert passed[0]["reconstruction_loss"] == measured[0]["reconstruction_loss"]
 
 
+@pytest.mark.heavy
 def test_micro_batches_give_the_full_batch(example, tmp_path: Path) -> None:
     # Before the first update the parameters are the same, so the first step's values
     # differ only by float32 rounding in batches of other shapes. (Later steps drift by
@@ -94,6 +96,7 @@ def test_micro_batches_give_the_full_batch(example, tmp_path: Path) -> None:
         assert_rows_agree(split, full, 64 * EPS32, steps=[1])
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(
     not dist.is_available() or not dist.is_gloo_available(), reason="needs the gloo backend"
 )

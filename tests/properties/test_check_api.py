@@ -23,6 +23,7 @@ def check_api(*args: str, cwd: Path = ROOT, in_process: bool = True, **environme
     return run_cli("check-api", *args, cwd=cwd, in_process=in_process, environment=environment)
 
 
+@pytest.mark.heavy
 def test_recon_impl_passes_the_whole_api_check() -> None:
     # as a user runs it: the entry point in a process of its own
     # (the opt-in logits group, which recon_impl passes too, test_api_zoo.py checks in process)
@@ -36,6 +37,7 @@ def test_recon_impl_passes_the_whole_api_check() -> None:
     }
 
 
+@pytest.mark.heavy
 def test_the_logits_group_runs_on_request_and_names_a_missing_function() -> None:
     opt_in = [i.id for i in INVARIANTS if i.opt_in]
     assert opt_in and {i.group for i in INVARIANTS if i.opt_in} == {"logits"}
@@ -150,6 +152,12 @@ def conformance(*args: str, **environment: str) -> subprocess.CompletedProcess:
     )
 
 
+# The pytest form, one scenario a test (each a pytest process of its own, so that the
+# parallel run can spread them); where a verdict is about a missing or skipped name, two
+# examples of the invariant that runs are enough.
+
+
+@pytest.mark.heavy
 def test_the_pytest_form_checks_an_api_module_with_the_same_verdicts() -> None:
     done = conformance(
         "--recon-api",
@@ -163,21 +171,40 @@ def test_the_pytest_form_checks_an_api_module_with_the_same_verdicts() -> None:
     assert "1 failed, 1 passed" in done.stdout, done.stdout[-3000:]
     assert "deselected" in done.stdout  # the stack's invariants: only an API module was named
     assert done.returncode == 1
+
+
+@pytest.mark.heavy
+def test_the_pytest_form_fails_a_missing_name_as_not_checked() -> None:
     missing = conformance(
-        "--recon-api", WITHOUT_TOTAL_LOSS, "-k", "total-loss-bundle or flags-exist"
+        "--recon-api",
+        WITHOUT_TOTAL_LOSS,
+        "--recon-max-examples",
+        "2",
+        "-k",
+        "total-loss-bundle or flags-exist",
     )
     assert missing.returncode == 2, missing.stdout[-3000:]
     assert "1 failed, 1 passed" in missing.stdout
+
+
+@pytest.mark.heavy
+def test_the_pytest_form_skips_what_recon_skip_names() -> None:
     skipped = conformance(
         "--recon-api",
         WITHOUT_TOTAL_LOSS,
         "--recon-skip",
         "compute_total_loss",
+        "--recon-max-examples",
+        "2",
         "-k",
         "total-loss-bundle or flags-exist",
     )
     assert skipped.returncode == 0, skipped.stdout[-3000:]
     assert "1 passed, 1 skipped" in skipped.stdout
+
+
+@pytest.mark.heavy
+def test_the_pytest_form_with_an_empty_api_name_is_an_error() -> None:
     empty = conformance("--recon-api", "", "-k", "flags-exist")
     assert empty.returncode == 2 and "empty" in empty.stdout
 

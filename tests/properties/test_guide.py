@@ -9,6 +9,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.properties.cli_runs import run_cli
 
 GUIDE = Path(__file__).parents[2] / "docs" / "GUIDE.md"
@@ -34,6 +36,7 @@ def check(folder: Path, *args: str, in_process: bool = True) -> subprocess.Compl
     return run_cli("check", "recon_adapter:losses", *args, cwd=folder, in_process=in_process)
 
 
+@pytest.mark.heavy
 def test_the_guide_adapter_passes_the_check(tmp_path: Path) -> None:
     files = write_guide_files(tmp_path)
     assert set(files) == {"mylab_losses.py", "recon_adapter.py"}
@@ -54,6 +57,7 @@ def test_a_slip_in_the_adapter_is_caught(tmp_path: Path) -> None:
     assert "FAILED oracle-agreement" in done.stdout
 
 
+@pytest.mark.heavy
 def test_the_guide_api_adapter_passes_check_api(tmp_path: Path) -> None:
     write_guide_files(tmp_path)  # mylab_losses.py, the trainer's stack
     files = write_guide_files(tmp_path, API_SECTION)

@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[2]
 TARGETS = Path(__file__).parent / "targets"
+
+pytestmark = pytest.mark.heavy  # each test is a pytest process of its own
 
 
 def conformance(*args: str, **environment: str) -> subprocess.CompletedProcess:
@@ -37,14 +41,16 @@ def test_the_plugin_runs_the_catalog_against_a_target() -> None:
     assert done.returncode == 1
 
 
-def test_an_empty_target_is_an_error_never_a_pass() -> None:
-    for done in (
-        conformance("--recon-impl", "", "-k", "kappa-bounds"),
-        conformance("-k", "kappa-bounds", RECON_IMPL=""),
-    ):
-        assert done.returncode == 2, done.stdout[-3000:]
-        assert "passed" not in done.stdout.splitlines()[-1]
-        assert "empty" in done.stdout
+@pytest.mark.parametrize(
+    ("args", "environment"),
+    [(("--recon-impl", ""), {}), ((), {"RECON_IMPL": ""})],
+    ids=["option", "environment"],
+)
+def test_an_empty_target_is_an_error_never_a_pass(args, environment) -> None:
+    done = conformance(*args, "-k", "kappa-bounds", **environment)
+    assert done.returncode == 2, done.stdout[-3000:]
+    assert "passed" not in done.stdout.splitlines()[-1]
+    assert "empty" in done.stdout
 
 
 def test_an_unloadable_target_is_an_error_never_a_pass() -> None:

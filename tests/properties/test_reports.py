@@ -30,6 +30,7 @@ def run(invariant_id: str, implementation, target: str):
     return run_invariant(by_id(invariant_id), implementation, target=target, settings=QUICK)
 
 
+@pytest.mark.heavy
 def test_reproduction_is_a_standalone_script(tmp_path: Path) -> None:
     result = run(
         "oracle-agreement",
@@ -48,13 +49,6 @@ def test_reproduction_is_a_standalone_script(tmp_path: Path) -> None:
     assert "'reconstruction_loss':" in completed.stdout
     # the spec's expectation travels with the script
     assert "# What the spec expects:" in source and "reconstruction_loss" in source
-
-
-def test_failure_names_the_known_variant() -> None:
-    result = run("oracle-agreement", wrong.global_token_mean, "g:h")
-    assert any("global-token-mean" in finding for finding in result.failure.diagnosis)
-    result = run("oracle-agreement", wrong.epsilon_as_floor, "g:h")
-    assert any("epsilon-as-floor" in finding for finding in result.failure.diagnosis)
 
 
 def test_failure_report_has_the_shrunk_input_and_the_expected_values() -> None:
@@ -109,6 +103,7 @@ def test_a_relational_failure_on_a_nan_output_says_so() -> None:
     assert any("is nan where the spec's is" in finding for finding in result.failure.diagnosis)
 
 
+@pytest.mark.heavy
 def test_stop_gradient_reproduction_prints_the_leaking_gradient(tmp_path: Path) -> None:
     result = run(
         "stop-gradient", wrong.zfree_not_detached, "properties.zoo.wrong:zfree_not_detached"

@@ -186,6 +186,7 @@ def test_a_saved_input_outside_the_domain_is_kept_for_a_wider_run(in_folder) -> 
     assert [repr(v) for v in store.load()] == [repr(saved)]
 
 
+@pytest.mark.heavy
 def test_a_bounded_shrink_stops_early_and_says_so() -> None:
     invariant = by_id("oracle-agreement")
     full = run_invariant(invariant, wrong.alpha_ignored, target="t", settings=CI)
@@ -296,6 +297,7 @@ print(sorted(ours() - before))
 """
 
 
+@pytest.mark.heavy
 def test_a_worker_imports_nothing_of_the_suite_once_it_draws() -> None:
     # hypothesis draws constants from every loaded local module: a module first imported at
     # a run's first failure would change what the worker's later invariants draw

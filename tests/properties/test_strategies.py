@@ -161,6 +161,7 @@ def test_each_value_shrinks_to_its_simplest(values, simplest: float) -> None:
     assert find(values, lambda v: True, settings=FIND) == simplest
 
 
+@pytest.mark.heavy
 def test_shrinks_to_a_small_readable_case() -> None:
     smallest = find(loss_cases(), lambda c: True, settings=FIND)
     assert smallest.shape == (1, 1)
@@ -179,6 +180,7 @@ def test_shrinks_to_a_small_readable_case() -> None:
     assert "LossCase(token_nll=[[1.0], [1.0]]" in repr(found)
 
 
+@pytest.mark.heavy
 def test_domain_narrows_what_is_drawn() -> None:
     domain = Domain(max_alpha=3.0, max_loss=10.0, dtypes=(torch.float32,), max_batch=2)
     case = find(
@@ -216,6 +218,7 @@ NARROWEST = {
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("domain", NARROWEST.values(), ids=NARROWEST)
 def test_every_invariant_draws_and_holds_in_the_narrowest_domains_the_options_allow(
     domain: Domain,

@@ -52,6 +52,7 @@ def test_a_target_that_skips_only_half_precision_inputs_fails_there() -> None:
     assert "a skip is not a pass" in done.stdout
 
 
+@pytest.mark.heavy
 def test_a_skip_is_not_a_pass_under_the_pytest_plugin() -> None:
     done = conformance(
         "--recon-impl",

@@ -40,7 +40,38 @@ def pytest_configure(config) -> None:
         config.option.maxschedchunk = 1
 
 
+#: the marker of the second tier: tests of a process of its own (signals, pipes, worker
+#: deaths, the plugin run as pytest, two ranks) that ``.ci/run`` runs after the README's
+#: command, with ``-m slow``
+SLOW = "slow"
+
+
+def _whole_suite_by_default(config) -> bool:
+    """The README's command as written: no paths, no ``-m``: the first tier alone."""
+    return config.args_source == config.ArgsSource.TESTPATHS and not config.option.markexpr
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """The tests marked ``heavy`` (many seconds: subprocesses, whole checks, compiles) run
-    first, in their collected order, so that a parallel run does not end on a long one."""
+    first, in their collected order, so that a parallel run does not end on a long one; the
+    README's command leaves the ``slow`` tier to CI (any path or ``-m`` given runs it)."""
+    if _whole_suite_by_default(config):
+        slow = [item for item in items if item.get_closest_marker(SLOW)]
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker(SLOW)]
     items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+
+
+_LEFT_OUT = (
+    f"the slow tier (tests marked {SLOW!r}: separate processes, signals, two ranks) is left "
+    "out; `python -m pytest -n 2 -m slow` runs it, and CI does"
+)
+
+
+def pytest_report_header(config) -> str | None:
+    return _LEFT_OUT if _whole_suite_by_default(config) else None
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if _whole_suite_by_default(config):
+        terminalreporter.write_line(_LEFT_OUT)

@@ -97,6 +97,7 @@ def test_micro_batches_give_the_full_batch(example, tmp_path: Path) -> None:
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 @pytest.mark.skipif(
     not dist.is_available() or not dist.is_gloo_available(), reason="needs the gloo backend"
 )

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 @pytest.mark.parametrize("alpha", [0.0, 0.5, 1.0, EVERY_TERM_CONFIG.token_weight_alpha])
 def test_compiled_values_and_gradient_match_eager(alpha: float) -> None:
     config = dataclasses.replace(EVERY_TERM_CONFIG, token_weight_alpha=alpha)

@@ -430,6 +430,7 @@ def _two_rank_worker(rank: int) -> dict[str, Any]:
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 def test_two_ranks_match_one_process_holding_the_union(tmp_path: Path) -> None:
     # One spawn for all checks: starting the ranks (torch, gloo, DDP) is most of the time.
     results = run_ranks(tmp_path, _two_rank_worker)

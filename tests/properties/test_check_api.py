@@ -158,6 +158,7 @@ def conformance(*args: str, **environment: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 def test_the_pytest_form_checks_an_api_module_with_the_same_verdicts() -> None:
     done = conformance(
         "--recon-api",
@@ -174,6 +175,7 @@ def test_the_pytest_form_checks_an_api_module_with_the_same_verdicts() -> None:
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 def test_the_pytest_form_fails_a_missing_name_as_not_checked() -> None:
     missing = conformance(
         "--recon-api",
@@ -188,6 +190,7 @@ def test_the_pytest_form_fails_a_missing_name_as_not_checked() -> None:
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 def test_the_pytest_form_skips_what_recon_skip_names() -> None:
     skipped = conformance(
         "--recon-api",
@@ -204,6 +207,7 @@ def test_the_pytest_form_skips_what_recon_skip_names() -> None:
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 def test_the_pytest_form_with_an_empty_api_name_is_an_error() -> None:
     empty = conformance("--recon-api", "", "-k", "flags-exist")
     assert empty.returncode == 2 and "empty" in empty.stdout

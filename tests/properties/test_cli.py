@@ -178,6 +178,7 @@ def test_a_target_that_ends_its_own_process_is_reported_crashed_never_0() -> Non
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 def test_a_segfault_costs_only_its_own_invariant(tmp_path: Path) -> None:
     done = check(target("segfaults.py"), *ALPHA_ZERO_AND_HUGE, "--max-examples", "10", "-j", "2")
     assert done.returncode == 2, done.stdout + done.stderr
@@ -228,6 +229,7 @@ def _descendants(pid: int) -> set[int]:
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_workers_die_with_the_checking_process(tmp_path: Path) -> None:
     # killed outright (SIGKILL: no handler of the parent runs); under SIGTERM, the test
@@ -300,6 +302,7 @@ def _wait_for(run: subprocess.Popen, condition, what: str, seconds: float = 120)
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_sigterm_ends_the_run_with_2_and_removes_its_temporary_folder(tmp_path: Path) -> None:
     # also: its two workers die with it (the SIGKILL case is the test above)
@@ -353,6 +356,7 @@ def _loaded(pid: int, library: str) -> bool:
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize(
     ("when", "temporary"),
@@ -391,6 +395,7 @@ def test_ctrl_c_during_start_up_exits_2_without_a_traceback(
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_the_run_ends_with_its_verdict_when_the_target_leaves_a_child(tmp_path: Path) -> None:
     # `recon-spec check | cat`: the reader waits for every holder of the pipe to close it
@@ -458,6 +463,7 @@ def test_a_device_this_machine_lacks_is_a_usage_error() -> None:
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 def test_output_to_a_closed_pipe_ends_quietly() -> None:
     process = subprocess.Popen(
         [

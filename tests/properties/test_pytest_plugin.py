@@ -13,7 +13,8 @@ import pytest
 ROOT = Path(__file__).parents[2]
 TARGETS = Path(__file__).parent / "targets"
 
-pytestmark = pytest.mark.heavy  # each test is a pytest process of its own
+# each test is a pytest process of its own: heavy, and of the second tier
+pytestmark = [pytest.mark.heavy, pytest.mark.slow]
 
 
 def conformance(*args: str, **environment: str) -> subprocess.CompletedProcess:

@@ -298,6 +298,7 @@ print(sorted(ours() - before))
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 def test_a_worker_imports_nothing_of_the_suite_once_it_draws() -> None:
     # hypothesis draws constants from every loaded local module: a module first imported at
     # a run's first failure would change what the worker's later invariants draw

@@ -53,6 +53,7 @@ def test_a_target_that_skips_only_half_precision_inputs_fails_there() -> None:
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 def test_a_skip_is_not_a_pass_under_the_pytest_plugin() -> None:
     done = conformance(
         "--recon-impl",

@@ -41,14 +41,7 @@ def diagnose(
     output that is NaN or inf where the spec's value is finite, and one for a total that
     leaves a weighted term out."""
     batch = variant_batch(case)
-    # A non-finite output fails every comparison, including those of the relational
-    # invariants, which compare the implementation with itself: say so first.
-    findings = [
-        f"your {name} is {observed[name]} where the spec's is {expected[name]:.9g}: a NaN or "
-        "inf fails every comparison (relational invariants included), so fix it first"
-        for name in expected
-        if name in observed and math.isfinite(expected[name]) and not math.isfinite(observed[name])
-    ]
+    findings = []
     for output in OUTPUTS:
         name = output.name
         if name not in observed or close(observed[name], expected[name], tolerance, expected[name]):
@@ -59,14 +52,27 @@ def diagnose(
                     value = variant.compute(batch)
                 except (ZeroDivisionError, ValueError, FloatingPointError):
                     continue
-            if not np.isfinite(value) or close(value, expected[name], tolerance, expected[name]):
+            if _agrees(value, expected[name], tolerance):
                 continue  # the variant cannot tell itself from the spec on this input
-            if close(observed[name], value, tolerance, value):
+            if _agrees(observed[name], value, tolerance):
                 findings.append(
                     f"your {name} matches the {variant.title} variant: observed "
                     f"{observed[name]:.9g}, that variant gives {value:.9g}, the spec "
                     f"{expected[name]:.9g}"
                 )
+    named = {finding.split()[1] for finding in findings}
+    # A non-finite output fails every comparison, including those of the relational
+    # invariants, which compare the implementation with itself: say so first (where no
+    # known variant gives the same NaN or inf).
+    findings[:0] = [
+        f"your {name} is {observed[name]} where the spec's is {expected[name]:.9g}: a NaN or "
+        "inf fails every comparison (relational invariants included), so fix it first"
+        for name in expected
+        if name in observed
+        and name not in named
+        and math.isfinite(expected[name])
+        and not math.isfinite(observed[name])
+    ]
     total = TOTAL.name
     if total in observed and not close(
         observed[total], expected[total], tolerance, expected[total]
@@ -82,6 +88,14 @@ def diagnose(
                     f"(weight {weight}): is that term left out of J?"
                 )
     return findings
+
+
+def _agrees(value: float, reference: float, tolerance: Tolerance) -> bool:
+    """``value`` within tolerance of ``reference``, or both NaN: a variant that gives NaN
+    where the output is NaN names it as well as an equal number does."""
+    if math.isnan(value) and math.isnan(reference):
+        return True
+    return close(value, reference, tolerance, reference)
 
 
 def diagnose_violation(error: BaseException, calls: list) -> list[str]:

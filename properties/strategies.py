@@ -119,6 +119,21 @@ def masks(draw: st.DrawFn, batch: int, length: int) -> MaskRows:
     return tuple(tuple(row) for row in rows)
 
 
+@st.composite
+def mask_rows(draw: st.DrawFn, domain: Domain = DEFAULT_DOMAIN) -> MaskRows:
+    """A mask with at least one valid token, its rows drawn as units (as ``example_rows``
+    draws them, without values): a list of rows of 0 to ``max_length`` positions,
+    right-padded to the longest, with holes in a ``scattered`` batch."""
+    holes = draw(st.sampled_from(["prefix", "scattered"])) == "scattered"
+    position = st.booleans() if holes else st.just(False)
+    row = st.lists(position, max_size=domain.max_length)
+    drawn = draw(st.lists(row, min_size=1, max_size=domain.max_batch))
+    if not any(not hole for row in drawn for hole in row):
+        drawn[0] = [False, *drawn[0][1:]]  # a batch with no valid token is an error case
+    length = max(len(row) for row in drawn)
+    return tuple(tuple(not hole for hole in row) + (False,) * (length - len(row)) for row in drawn)
+
+
 @cache
 def simple_losses(max_loss: float = DEFAULT_DOMAIN.max_loss) -> st.SearchStrategy[float]:
     """Values that tie and sit at the edges: 1, 0, 2, 1/2, 3, tiny, and the largest."""
@@ -336,6 +351,88 @@ def make_valid(case: LossCase) -> LossCase:
     return case
 
 
+@cache
+def _token_values(style: str, max_loss: float) -> st.SearchStrategy[float | None]:
+    """One token's value in a row of ``style``: none for a tied row (the row holds it)."""
+    if style == "tied":
+        return st.none()
+    return simple_losses(max_loss) if style == "simple" else _generic_losses(max_loss)
+
+
+@st.composite
+def _example(
+    draw: st.DrawFn, max_length: int, max_loss: float, styles: tuple[str, ...], holes: bool
+) -> tuple[tuple[float, float, bool], ...]:
+    """One example as a unit: its tokens ``(l, b, valid)`` in order, 0 to ``max_length``
+    of them (the batch pads it on the right to the longest). Each of l and b is a
+    ``simple``, ``tied`` or ``generic`` row (``loss_rows``); ``holes`` lets a token be a
+    padded position inside the row (left padding, gaps)."""
+    l_style, b_style = draw(st.sampled_from(styles)), draw(st.sampled_from(styles))
+    l_tied = draw(_any_loss(max_loss)) if l_style == "tied" else 0.0
+    b_tied = draw(_any_loss(max_loss)) if b_style == "tied" else 0.0
+    token = st.tuples(
+        _token_values(l_style, max_loss),
+        _token_values(b_style, max_loss),
+        st.booleans() if holes else st.just(False),
+    )
+    tokens = draw(st.lists(token, max_size=max_length))
+    return tuple(
+        (l_tied if l is None else l, b_tied if b is None else b, not hole) for l, b, hole in tokens
+    )
+
+
+@st.composite
+def example_rows(
+    draw: st.DrawFn,
+    dtype: torch.dtype,
+    domain: Domain = DEFAULT_DOMAIN,
+    *,
+    padding: bool = True,
+    styles: tuple[str, ...] = ROW_STYLES,
+    min_length: int = 1,
+) -> tuple[Rows, Rows, MaskRows]:
+    """``(token_nll, zfree_token_nll, mask)`` rows of a batch with at least one valid token.
+
+    Examples and their tokens are drawn as units: a list of examples, each a list of
+    tokens holding its l, b and mask value together, so that the shrinker deletes an
+    example from all three tensors at once (and a token from its row), and a failure
+    shrinks to the fewest examples and tokens that show it. Rows are right-padded to the
+    longest (``min_length`` at least): ragged batches, as a data loader makes them, with
+    empty rows where a failure needs them; a batch drawn ``scattered`` also has holes
+    (left padding, gaps). The padded positions of each tensor hold one padding value
+    (NaN, inf, ...; 0 without ``padding``), drawn after the examples.
+    """
+    holes = draw(st.sampled_from(["prefix", "scattered"])) == "scattered"
+    example = _example(domain.max_length, domain.max_loss, styles, holes)
+    examples = draw(st.lists(example, min_size=1, max_size=domain.max_batch))
+    if not any(valid for tokens in examples for *_, valid in tokens):
+        # a batch with no valid token is an error case, drawn elsewhere
+        first = examples[0][0] if examples[0] else (1.0, 1.0, True)
+        examples[0] = ((first[0], first[1], True), *examples[0][1:])
+    length = max(min(min_length, domain.max_length), *(len(tokens) for tokens in examples))
+    junk_l, junk_b = (
+        (round_to(dtype, draw(_PADDING)), round_to(dtype, draw(_PADDING)))
+        if padding
+        else (0.0, 0.0)
+    )
+
+    def rows(which: int, junk: float) -> Rows:
+        return tuple(
+            tuple(
+                _representable_loss(dtype, token[which], domain.max_loss) if token[2] else junk
+                for token in tokens
+            )
+            + (junk,) * (length - len(tokens))
+            for tokens in examples
+        )
+
+    mask = tuple(
+        tuple(valid for *_, valid in tokens) + (False,) * (length - len(tokens))
+        for tokens in examples
+    )
+    return rows(0, junk_l), rows(1, junk_b), mask
+
+
 @st.composite
 def loss_cases(
     draw: st.DrawFn,
@@ -348,13 +445,13 @@ def loss_cases(
     styles: tuple[str, ...] = ROW_STYLES,
     min_length: int = 1,
 ) -> LossCase:
-    """A valid input of the stack (MATH.md "Errors" never applies to it); ``styles`` as in
-    ``loss_rows``, ``min_length`` the shortest T drawn."""
+    """A valid input of the stack (MATH.md "Errors" never applies to it), its examples and
+    tokens drawn as units (``example_rows``); ``styles`` as in ``loss_rows``,
+    ``min_length`` the shortest T drawn."""
     dtype = draw(st.sampled_from(dtypes or domain.dtypes))
-    batch, length = draw(shapes(domain, min_length))
-    mask = draw(masks(batch, length))
-    token_nll = draw(loss_rows(mask, dtype, domain.max_loss, padding=padding, styles=styles))
-    zfree = draw(loss_rows(mask, dtype, domain.max_loss, padding=padding, styles=styles))
+    token_nll, zfree, mask = draw(
+        example_rows(dtype, domain, padding=padding, styles=styles, min_length=min_length)
+    )
     mask_dtype = (
         draw(st.sampled_from((torch.bool, *INTEGER_MASK_DTYPES))) if integer_masks else torch.bool
     )
@@ -405,7 +502,8 @@ def logits_cases(
     """Inputs as a language model makes them: per-token cross-entropy of random logits of
     the model and of the z-free reference against the same targets, padded with
     ``ignore_index``. The losses cluster, tie and vanish as real ones do."""
-    batch, length = draw(shapes(domain))
+    mask = draw(mask_rows(domain))
+    batch, length = len(mask), len(mask[0])
     vocab = draw(st.integers(2, 16))
     # Logits come from a seeded generator: B*T*V drawn floats would be slow to draw and
     # no easier to read; the report prints the losses, not the logits.
@@ -415,7 +513,6 @@ def logits_cases(
         torch.randn(batch, length, vocab, generator=generator, dtype=torch.float64) * spread
         for _ in range(2)
     ]
-    mask = draw(masks(batch, length))
     targets = torch.tensor(
         [[draw(st.integers(0, vocab - 1)) if v else ignore_index for v in row] for row in mask]
     )

@@ -15,11 +15,10 @@ from properties.strategies import (
     MIN_POSITIVE_LOSS,
     WEIGHT_NAMES,
     Domain,
+    example_rows,
     loss_cases,
     loss_rows,
     make_valid,
-    masks,
-    shapes,
     weights,
 )
 from properties.target import Probe
@@ -200,14 +199,8 @@ class BatchPair:
 @st.composite
 def batch_pairs(draw: st.DrawFn, domain: Domain) -> BatchPair:
     first = draw(loss_cases(domain))
-    batch, length = draw(shapes(domain))
-    mask = draw(masks(batch, length))
-    second = replace(
-        first,
-        token_nll=draw(loss_rows(mask, first.dtype, domain.max_loss)),
-        zfree_token_nll=draw(loss_rows(mask, first.dtype, domain.max_loss)),
-        mask=mask,
-    )
+    token_nll, zfree, mask = draw(example_rows(first.dtype, domain))
+    second = replace(first, token_nll=token_nll, zfree_token_nll=zfree, mask=mask)
     # one config valid for both batches (make_valid only ever changes epsilon)
     config = make_valid(concatenate(first, second)).config
     return BatchPair(replace(first, config=config), replace(second, config=config))

@@ -177,7 +177,15 @@ def test_shrinks_to_a_small_readable_case() -> None:
         settings=FIND,
     )
     assert found.shape == (2, 1)
-    assert "LossCase(token_nll=[[1.0], [1.0]]" in repr(found)
+    assert "LossCase(token_nll=[[1.0], [0.0]]" in repr(found)  # the second row, empty
+    # Examples and tokens are drawn as units: a failure that needs two examples of different
+    # lengths shrinks to one of one token and one of two, the rest deleted from every tensor.
+    found = find(
+        loss_cases(),
+        lambda c: len({sum(row) for row in c.mask}) > 1 and all(any(row) for row in c.mask),
+        settings=FIND,
+    )
+    assert found.shape == (2, 2) and sorted(sum(row) for row in found.mask) == [1, 2]
 
 
 @pytest.mark.heavy

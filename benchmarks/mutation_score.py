@@ -115,14 +115,15 @@ EQUIVALENT: dict[str, str] = {
     '(kept_count * state["share_sum"]))`': "taken only on a row without share mass, whose shares p "
     "are all 0: the gradient p v + u is u whatever v is",
     **{
-        f"recon_impl/validation.py::value_checksum: sum( -> mean( in `{line}`": "the checksum "
+        f"recon_impl/validation.py::value_checksum: sum( -> mean( in {line}": "the checksum "
         "is only tested for finiteness, and a mean of the parts is finite exactly when their "
         "sum is (a mean that does not overflow where the sum does spares a false alarm, a "
         "scan that finds nothing)"
         for line in (
-            "parts = [*values, b_sum.sum()]",
-            "parts.append(b_min.sqrt().sum())",
-            "return torch.stack(parts).sum()",
+            "`parts = [*values, b_sum.sum(), *(d.sum() for d in divisors)]`",
+            "`parts = [*values, b_sum.sum(), *(d.sum() for d in divisors)]` (#2)",
+            "`parts.append(b_min.sqrt().sum())`",
+            "`return torch.stack(parts).sum()`",
         )
     },
     "recon_impl/validation.py::raise_for_invalid_values: sum( -> mean( in `zero_base = "

@@ -126,7 +126,7 @@ def weighted_shard_losses(
     weight: float,
     validate: bool = True,
 ) -> dict[str, Tensor]:
-    """The eight scalars of one shard, each multiplied by the shard's ``weight``.
+    """The scalars of one shard, each multiplied by the shard's ``weight``.
 
     Summed over the shards (with the weights of ``shard_weights``), every entry is the
     union's value; backpropagating every shard's ``total_reconstruction_loss`` gives the

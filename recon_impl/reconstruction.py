@@ -1,4 +1,4 @@
-r"""The five reconstruction terms, two diagnostics and their weighted total (MATH.md).
+r"""The reconstruction terms, the two diagnostics and their weighted total (MATH.md).
 
 For example :math:`i` with valid positions :math:`V_i`, :math:`n_i = |V_i|`, model losses
 :math:`l` and z-free losses :math:`b` (a fixed reference: every weight built from
@@ -45,6 +45,7 @@ from torch import Tensor
 
 from recon_impl.config import ReconstructionLossConfig
 from recon_impl.stack import Plan, ReconstructionStack, stack_values
+from recon_impl.statistics import example_statistics
 from recon_impl.terms import DIAGNOSTIC_NAMES as _DIAGNOSTIC_NAMES
 from recon_impl.terms import LOSS_NAMES, TERM_NAMES
 from recon_impl.validation import (
@@ -130,7 +131,7 @@ def reconstruction_losses(
     *,
     validate: bool = True,
 ) -> ReconstructionLosses:
-    """Compute the five reconstruction terms, the two diagnostics and their weighted total.
+    """Compute the reconstruction terms, the two diagnostics and their weighted total.
 
     Args:
         token_nll: ``[B, T]`` per-token NLL of the model with the latent (l).
@@ -191,5 +192,8 @@ def reconstruction_losses(
             dtype=plan.dtype,
             epsilon=config.example_inverse_surprisal_epsilon,
             scale=config.zfree_reference_scale,
+            token_divisors=lambda: (
+                example_statistics(token_nll.detach(), zfree_token_nll, valid, plan).token_divisors
+            ),
         )
     return values

@@ -96,7 +96,7 @@ class Reduction(NamedTuple):
 
 
 def reduce_statistics(stats: Statistics, plan: Plan) -> Reduction:
-    r"""The reduction stage: means over the :math:`B'` kept examples (MATH.md, "The five terms").
+    r"""The reduction stage: means over the :math:`B'` kept examples (MATH.md, the terms).
 
     .. math::
 
@@ -232,9 +232,10 @@ def stack_values(
     stats = example_statistics(l, b, valid, plan)
     reduction = reduce_statistics(stats, plan)
     values = reduction.values
-    checksum = (
-        value_checksum(tuple(values.values()), stats.b_sum, stats.b_min) if plan.validate else None
-    )
+    checksum = None
+    if plan.validate:
+        divisors = tuple(stats.token_divisors.values())  # those built from b may overflow
+        checksum = value_checksum(tuple(values.values()), stats.b_sum, stats.b_min, divisors)
     return values, checksum, (stats, reduction)
 
 

@@ -13,7 +13,7 @@ Two stages keep validation off the hot path:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -104,18 +104,24 @@ def _vmap_active() -> bool:
     return any(i.key() == TransformType.Vmap for i in retrieve_all_functorch_interpreters())
 
 
-def value_checksum(values: Sequence[Tensor], b_sum: Tensor, b_min: Tensor | None) -> Tensor:
+def value_checksum(
+    values: Sequence[Tensor],
+    b_sum: Tensor,
+    b_min: Tensor | None,
+    divisors: Sequence[Tensor] = (),
+) -> Tensor:
     """A 0-dim float, finite unless a value rule may be broken, from the stack's
-    ``values``, its per-example sums of b and row minima of b (None where T = 0).
+    ``values``, its per-example sums of b, row minima of b (None where T = 0) and the
+    per-example divisors it builds from b (``ExampleDivisor.from_tokens``).
 
     A NaN or inf at a valid position makes a per-example sum non-finite and with it an
     output (every kept example counts in R_raw, and b reaches a diagnostic) or the sum of
     b; so does an overflowing sum, a batch without a valid token (0/0) and eps = 0 with
-    bbar_i = 0 (R_ex). A negative b makes the square root of its row's minimum NaN. A
-    false alarm (an output that is inf because its value exceeds the dtype) costs a scan
-    that finds nothing.
+    bbar_i = 0 (R_ex), and a divisor built from b that overflows (its term would be 0). A
+    negative b makes the square root of its row's minimum NaN. A false alarm (an output
+    that is inf because its value exceeds the dtype) costs a scan that finds nothing.
     """
-    parts = [*values, b_sum.sum()]
+    parts = [*values, b_sum.sum(), *(d.sum() for d in divisors)]
     if b_min is not None:
         parts.append(b_min.sqrt().sum())
     return torch.stack(parts).sum()
@@ -130,13 +136,16 @@ def raise_for_invalid_values(
     dtype: torch.dtype,
     epsilon: float,
     scale: float,
+    token_divisors: Callable[[], Mapping[str, Tensor]] | None = None,
 ) -> None:
     """Scan the data and raise the ``ValueError`` of the first broken value rule.
 
     Called only after the cheap per-example checks flagged a problem. Beyond the rules of
     MATH.md "Errors", it raises where the ``dtype`` arithmetic cannot give the stack's
     values: an example whose valid losses sum past the range of ``dtype`` (their mean
-    would be inf, and what is built from it inf or NaN), and any NaN among ``values``.
+    would be inf, and what is built from it inf or NaN), a per-example divisor built from
+    b past that range (``token_divisors`` computes them, by name: a term divided by an
+    overflowing divisor would be 0), and any NaN among ``values``.
     It returns silently when none of that holds: an output that is inf because its exact
     value exceeds ``dtype`` (a huge weight, a tiny c) is the rounding of that value.
     """
@@ -164,6 +173,15 @@ def raise_for_invalid_values(
                 f"{name} is too large for the stack's {arithmetic} arithmetic: the sum over "
                 f"example {row}'s valid positions overflows {arithmetic} (its largest value is "
                 f"{largest:.4g}); pass float64 tensors, or losses of a smaller magnitude"
+            )
+    for name, divisor in (token_divisors() if token_divisors is not None else {}).items():
+        overflowed = torch.isinf(divisor) & mask.any(1)
+        if bool(overflowed.any()):
+            row = int(overflowed.nonzero()[0, 0])
+            raise ValueError(
+                f"zfree_token_nll is too large for the stack's {arithmetic} arithmetic: "
+                f"example {row}'s divisor {name} overflows {arithmetic}; pass float64 "
+                "tensors, or losses of a smaller magnitude"
             )
     nan = [name for name, value in values.items() if bool(torch.isnan(value))]
     if nan:

@@ -9,6 +9,7 @@ import argparse
 import dataclasses
 import importlib.util
 import io
+import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -45,6 +46,7 @@ from recon_impl.terms import (
     layout_of,
 )
 from recon_impl.trainer_flags import RECONSTRUCTION_FLAGS
+from recon_impl.validation import raise_for_invalid_values
 from tests.impl.configs import EVERY_TERM_CONFIG, EVERY_WEIGHT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -311,3 +313,51 @@ def _grad(outputs, upstream, leaf) -> torch.Tensor:
         [outputs[name] for name in names], leaf, [upstream[name] for name in names]
     )
     return grad
+
+
+def _squared_largest_b(b_valid, valid, count, plan):
+    """1 + max_t b_it^2: a divisor built from b that overflows float32 for b past 2e19."""
+    return 1.0 + b_valid.amax(1) ** 2
+
+
+def test_a_divisor_built_from_b_that_overflows_is_flagged_and_named() -> None:
+    squared = dataclasses.replace(
+        PER_EXAMPLE, divisor=ExampleDivisor("1 + max b^2", from_tokens=_squared_largest_b)
+    )
+    l, b, mask = (t.float() if t.is_floating_point() else t for t in _batch())
+    plan = Plan(
+        torch.float32, _plan(1.0).parameters, {squared.name: 1.0}, True, layout_of((squared,))
+    )
+    _, fine, _ = stack_values(l, b, mask, plan)
+    assert torch.isfinite(fine)
+    b[1, 0] = 1e20  # within float32, but its square is not: R would be 0 without a word
+    _, flagged, (stats, _) = stack_values(l, b, mask, plan)
+    assert not torch.isfinite(flagged)
+    with pytest.raises(
+        ValueError, match=r"zfree_token_nll is too large.*example 1's divisor 1 \+ max b\^2"
+    ):
+        raise_for_invalid_values(
+            l,
+            b,
+            mask,
+            {},
+            dtype=torch.float32,
+            epsilon=1e-8,
+            scale=1.0,
+            token_divisors=lambda: stats.token_divisors,
+        )
+
+
+def test_every_classified_mutant_is_still_a_mutant_of_the_source() -> None:
+    # benchmarks/mutation_score.py keys each classified survivor by its source line: a line
+    # changed since (a term added to the checksum, say) would leave a classification that
+    # matches nothing, and its survivor unexplained, until a two-hour run shows it
+    path = Path(__file__).parents[2] / "benchmarks" / "mutation_score.py"
+    loader = importlib.util.spec_from_file_location("mutation_score", path)
+    assert loader is not None and loader.loader is not None
+    module = importlib.util.module_from_spec(loader)
+    sys.modules["mutation_score"] = module  # its dataclasses look their module up
+    loader.loader.exec_module(module)
+    keys = {mutant.key for mutant in module.mutants(module.ROOT, module.FILES)}
+    stale = sorted((set(module.EQUIVALENT) | set(module.OUTSIDE_CONTRACT)) - keys)
+    assert not stale, f"classified in benchmarks/mutation_score.py, no longer mutants: {stale}"

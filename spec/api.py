@@ -1,11 +1,11 @@
 """The API surface of seed 001 (``docs/seeds/001_9a4d82d3f13617f7.txt``), as data.
 
 The seed specifies more than the math of the stack: two frozen config dataclasses (their
-fields, in its order, with its defaults, ``reconstruction`` nested in the second), the seven
+fields, in its order, with its defaults, ``reconstruction`` nested in the second), the
 trainer flags and the removal of the old boolean (a hard migration), and what
 ``compute_total_loss`` returns. docs/API.md states the rules; this module
 holds the facts the conformance suite checks an API module against
-(``recon-spec check-api``). The five weight fields and flags come from the term registry
+(``recon-spec check-api``). The weight fields and flags come from the term registry
 (``spec/terms.py``), the three parameter fields from the parameter registry
 (``spec/parameters.py``); everything else is written here once.
 

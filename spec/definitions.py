@@ -19,7 +19,7 @@ For example ``i`` with ``n_i`` valid tokens (MATH.md, "Per example"):
     b^\mathrm{tok}_i = \sum_t \pi_{it} b_{it}, \quad
     \kappa_i = b^\mathrm{tok}_i / \bar b_i
 
-and over the ``B'`` kept examples (MATH.md, "The five terms"):
+and over the ``B'`` kept examples (MATH.md, the section ``spec.terms.OUTPUTS_SECTION`` names):
 
 .. math::
 

@@ -34,7 +34,7 @@ from spec.plots import (
     shares_and_kappa,
 )
 from spec.statistics import STATISTICS
-from spec.terms import BY_NAME, DIAGNOSTICS, OUTPUTS, TERMS, TOTAL, config_mapping
+from spec.terms import BY_NAME, DIAGNOSTICS, OUTPUTS, TERMS, TOTAL, config_mapping, distinct_weights
 
 #: Where the document lives, relative to the repository root.
 DOCUMENT = Path("docs") / "SPEC.md"
@@ -301,11 +301,8 @@ def _oracle_section() -> list[str]:
     zfree_token_nll = [[1.0, 3.0, 0.5], [1.0, 2.0, nan]]
     mask = [[True, True, True], [True, True, False]]
     config = config_mapping(
-        raw_weight=1.0,
-        distribution_normalized_weight=0.5,
-        example_inverse_surprisal_weight=0.25,
-        token_weighted_weight=1.0,
-        normalized_concentration_corrected_token_weighted_weight=0.5,
+        # every term weighted, each by a weight of its own
+        **distinct_weights((1.0, 0.5, 0.25, 2.0, 0.75, 1.5, 3.0, 1.25, 0.125, 4.0)),
         token_weight_alpha=2.0,
         example_inverse_surprisal_epsilon=0.1,
         zfree_reference_scale=1.5,
@@ -366,7 +363,8 @@ def render_spec_document() -> str:
         "that the proofs and the oracle use, and every identity names the test that proves "
         "it.",
         "",
-        "Five reconstruction terms, two diagnostics and their weighted total compare a "
+        f"{_count(TERMS).capitalize()} reconstruction terms, {_count(DIAGNOSTICS)} "
+        "diagnostics and their weighted total compare a "
         "latent-variable sequence model (token losses $l$) with a z-free reference trained "
         "beside it (token losses $b$, the tokens' surprisals).",
         "",

@@ -278,6 +278,10 @@ TOTAL = Output(
     " value or gradient even where that term overflows (0 · inf counts as 0)",
 )
 
+#: the MATH.md section that defines the outputs; its heading counts the terms, so a new term
+#: renames it here, and every reference to it follows
+OUTPUTS_SECTION = "MATH.md#the-five-terms-the-two-diagnostics-and-the-total"
+
 #: every output, in MATH.md order: the terms, the two diagnostics, the total
 OUTPUTS: tuple[Output, ...] = (RAW, DIST, EX, TOK, CC, BTOK, KAPPA, TOTAL)
 TERMS: tuple[Output, ...] = tuple(o for o in OUTPUTS if o.kind == "term")

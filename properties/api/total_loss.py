@@ -49,7 +49,7 @@ from spec.api import (
     ROUTER_SUPPORT_SWITCH,
     TOTAL_LOSS,
 )
-from spec.terms import LOSS_NAMES, TOTAL_NAME, WEIGHT_FIELDS
+from spec.terms import LOSS_NAMES, OUTPUTS_SECTION, TOTAL_NAME, WEIGHT_FIELDS
 
 TOTAL_REFS = ("API.md#compute_total_loss",)
 NEEDS = (RECONSTRUCTION_CONFIG, DISENTANGLEMENT_CONFIG, COMPUTE_TOTAL_LOSS)
@@ -487,7 +487,7 @@ INVARIANTS = (
         group="total-loss",
         statement="the reconstruction entries equal the spec's oracle for "
         "config.reconstruction, within the dtype's tolerance",
-        spec_refs=("MATH.md#the-five-terms-the-two-diagnostics-and-the-total", *TOTAL_REFS),
+        spec_refs=(OUTPUTS_SECTION, *TOTAL_REFS),
         strategy=lambda domain: total_loss_cases(domain),
         check=check_reconstruction,
         needs=NEEDS,

@@ -12,6 +12,7 @@ from properties.invariants.edge_cases import named
 from properties.oracle import expected
 from properties.strategies import Domain, logits_cases, loss_cases
 from properties.target import Probe
+from spec.terms import OUTPUTS_SECTION
 
 
 def check_oracle_agreement(probe: Probe, case: LossCase) -> None:
@@ -37,7 +38,7 @@ INVARIANTS = (
         statement="float64 and float32 inputs: the outputs equal the spec's oracle "
         "within the dtype's tolerance",
         spec_refs=(
-            "MATH.md#the-five-terms-the-two-diagnostics-and-the-total",
+            OUTPUTS_SECTION,
             "zero-base-uniform-fallback",
         ),
         strategy=lambda domain: _cases(domain, domain.full_precision_dtypes),
@@ -81,7 +82,7 @@ INVARIANTS = (
         group="values",
         statement="losses a language model makes (cross-entropy of logits, ignore_index "
         "padding) give the oracle's outputs",
-        spec_refs=("MATH.md#the-five-terms-the-two-diagnostics-and-the-total",),
+        spec_refs=(OUTPUTS_SECTION,),
         strategy=lambda domain: logits_cases(domain),
         check=check_oracle_agreement,
         witness="alpha_ignored",

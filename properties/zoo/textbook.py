@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from spec.terms import BTOK, CC, DIST, EX, KAPPA, RAW, TOK, TOTAL
+from spec.terms import BTOK, CC, DIST, EX, KAPPA, RAW, TERMS, TOK, TOTAL
 
 MISTAKES: dict[str, str] = {
     "global-token-mean": "R_raw averages over all valid tokens of the batch, not per example",
@@ -169,25 +169,20 @@ def textbook_losses(
         kappa = torch.where(kept, kappa_batch, 1.0)
     else:
         cc = batch_mean(ltok / kappa) / (1.0 if mistake == "cc-scale-missing" else c)
+    terms = {RAW.name: raw, DIST.name: dist, EX.name: ex, TOK.name: tok, CC.name: cc}
     diagnostics_count = all_rows if mistake == "diagnostics-empty-rows-counted" else kept_count
-    total = (
-        config.raw_weight * raw
-        + config.distribution_normalized_weight * dist
-        + config.example_inverse_surprisal_weight * ex
-        + config.token_weighted_weight * tok
+    left_out = CC.name if mistake == "total-missing-cc" else None
+    total = sum(
+        getattr(config, term.weight_field) * terms[term.name]
+        for term in TERMS
+        if term.name != left_out
     )
-    if mistake != "total-missing-cc":
-        total = total + config.normalized_concentration_corrected_token_weighted_weight * cc
     if mistake == "terms-detached":
-        raw, dist, ex, tok, cc = (x.detach() for x in (raw, dist, ex, tok, cc))
+        terms = {name: value.detach() for name, value in terms.items()}
     extra = {"token_weight_alpha": torch.tensor(alpha)} if mistake == "alpha-in-result" else {}
     return {
         **extra,
-        RAW.name: raw,
-        DIST.name: dist,
-        EX.name: ex,
-        TOK.name: tok,
-        CC.name: cc,
+        **terms,
         BTOK.name: batch_mean(btok, count=diagnostics_count),
         KAPPA.name: batch_mean(kappa, count=diagnostics_count),
         TOTAL.name: total,

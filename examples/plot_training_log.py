@@ -39,6 +39,19 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+#: logged columns that are no training value
+NOT_PLOTTED = ("step", "seconds")
+
+
+def panels(logged: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``PANELS`` for a log with the columns ``logged``: a logged value that no panel names
+    (a term added to the stack since) joins the first, so that every value is drawn."""
+    placed = {name for _, names in PANELS for name in names}
+    extra = tuple(n for n in logged if n not in placed and n not in NOT_PLOTTED)
+    (label, names), *rest = PANELS
+    return ((label, names + extra), *rest)
+
+
 def read_log(path: Path) -> dict[str, list[float]]:
     """The CSV's columns, as floats."""
     with path.open(newline="") as file:
@@ -58,7 +71,7 @@ def plot(log: dict[str, list[float]], path: Path, *, title: str | None = None) -
     figure, axes = plt.subplots(2, 2, figsize=(9, 5.6), layout="constrained", sharex=True)
     steps = log["step"]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for axis, (label, names) in zip(axes.flat, PANELS, strict=True):
+    for axis, (label, names) in zip(axes.flat, panels(list(log)), strict=True):
         lines = []
         for index, name in enumerate(names):
             # A second y axis for the second series of the last panel: kl and kappa differ
@@ -66,7 +79,7 @@ def plot(log: dict[str, list[float]], path: Path, *, title: str | None = None) -
             target = axis.twinx() if label == PANELS[-1][0] and index == 1 else axis
             if name in log:
                 lines += target.plot(
-                    steps, log[name], linewidth=0.9, label=name, color=colors[index]
+                    steps, log[name], linewidth=0.9, label=name, color=colors[index % len(colors)]
                 )
         if label == "in units of the z-free reference":
             axis.axhline(1.0, color="0.6", linewidth=0.8, linestyle="--")

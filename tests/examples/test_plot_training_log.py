@@ -37,8 +37,11 @@ def test_the_figure_is_drawn_the_same_from_the_same_log(tmp_path: Path) -> None:
     first = (tmp_path / "a.png").read_bytes()
     assert first[:8] == b"\x89PNG\r\n\x1a\n"
     assert first == (tmp_path / "b.png").read_bytes()
-    plotted = {name for _, panel in script.PANELS for name in panel}
+    plotted = {name for _, panel in script.panels(names) for name in panel}
     assert plotted == {*RECONSTRUCTION_LOSS_NAMES, "kl", "total_loss"}  # every logged value
+    # a value the panels do not name yet (a new term) is drawn too
+    later = {name for _, panel in script.panels([*names, "new_term_loss"]) for name in panel}
+    assert "new_term_loss" in later
 
 
 def test_an_empty_log_is_a_value_error(tmp_path: Path) -> None:

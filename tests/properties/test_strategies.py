@@ -181,9 +181,9 @@ def test_shrinks_to_a_small_readable_case() -> None:
     # Examples and tokens are drawn as units: a failure that needs two examples of different
     # lengths shrinks to one of one token and one of two, the rest deleted from every tensor.
     found = find(
-        loss_cases(),
+        loss_cases(Domain(max_batch=4, max_length=4)),
         lambda c: len({sum(row) for row in c.mask}) > 1 and all(any(row) for row in c.mask),
-        settings=FIND,
+        settings=settings(FIND, max_examples=300),
     )
     assert found.shape == (2, 2) and sorted(sum(row) for row in found.mask) == [1, 2]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -143,19 +144,38 @@ class LossCase:
         return self if self.device == device else replace(self, device=device)
 
 
-def on_device(value: Any, device: str) -> Any:
-    """``value`` (an input record, or a tuple of them) with every ``LossCase`` in it made
-    on ``device``: a named edge case, written for the CPU, runs where the run's inputs do."""
+def map_cases(value: Any, change: Callable[[LossCase], LossCase]) -> Any:
+    """``value`` (an input record, or a tuple of them) with ``change`` applied to every
+    ``LossCase`` in it; the value itself where nothing changes."""
     if isinstance(value, LossCase):
-        return value.on_device(device)
+        return change(value)
     if isinstance(value, tuple):
-        return tuple(on_device(v, device) for v in value)
+        changed = tuple(map_cases(v, change) for v in value)
+        return value if all(a is b for a, b in zip(changed, value, strict=True)) else changed
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         changes = {
             f.name: moved
             for f in dataclasses.fields(value)
             if f.init
-            and (moved := on_device(getattr(value, f.name), device)) is not getattr(value, f.name)
+            and (moved := map_cases(getattr(value, f.name), change)) is not getattr(value, f.name)
         }
         return replace(value, **changes) if changes else value
     return value
+
+
+def cases_in(value: Any) -> list[LossCase]:
+    """Every ``LossCase`` in ``value`` (an input record, or a tuple of them), in order."""
+    found: list[LossCase] = []
+
+    def collect(case: LossCase) -> LossCase:
+        found.append(case)
+        return case
+
+    map_cases(value, collect)
+    return found
+
+
+def on_device(value: Any, device: str) -> Any:
+    """``value`` with every ``LossCase`` in it made on ``device``: a named edge case,
+    written for the CPU, runs where the run's inputs do."""
+    return map_cases(value, lambda case: case.on_device(device))

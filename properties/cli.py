@@ -45,7 +45,7 @@ def _list_invariants() -> int:
         extra = " (opt-in)" if invariant.opt_in else ""
         print(f"{invariant.id:<32} {invariant.group:<11} {invariant.statement}{extra}")
         witness = f"; rejects properties.zoo.wrong:{invariant.witness}" if invariant.witness else ""
-        print(f"{'':<32} {'':<11} spec: {', '.join(invariant.spec_refs)}{witness}")
+        print(f"{'':<32} {'':<11} spec: {', '.join(invariant.all_refs)}{witness}")
     return 0
 
 
@@ -79,6 +79,7 @@ def _check(args: argparse.Namespace) -> int:
     from properties.invariants import by_id, select
     from properties.invariants.edge_cases import EDGE_CASES
     from properties.options import domain_from
+    from properties.outputs import write_outputs
     from properties.target import TargetLoadError, target_name
 
     try:
@@ -86,7 +87,8 @@ def _check(args: argparse.Namespace) -> int:
     except TargetLoadError as error:
         return _error(str(error))
     try:
-        invariants = select(args.invariant, include_opt_in=args.with_validation)
+        stack_names, api_names = _split_selection(args.invariant, with_api=args.api is not None)
+        invariants = select(stack_names, include_opt_in=args.with_validation)
     except KeyError as error:
         return _error(error.args[0])
     domain = domain_from(
@@ -95,12 +97,56 @@ def _check(args: argparse.Namespace) -> int:
     plain = replace(
         EDGE_CASES["single-token-rows"].case, dtype=domain.dtypes[0], device=args.device
     )
-    return _run(args, target, invariants, by_id, domain, kind="stack", plain=plain)
+    parts: list = []
+    statuses = []
+    if args.api is None or not args.invariant or stack_names:
+        statuses.append(
+            _run(args, target, invariants, by_id, domain, kind="stack", plain=plain, parts=parts)
+        )
+    if args.api is not None and (not args.invariant or api_names):
+        args.module, args.invariant, args.with_logits, args.skip = args.api, api_names, False, []
+        print()
+        statuses.append(_check_api(args, parts=parts))
+    status = combined(statuses)
+    write_outputs(args, parts, status)
+    return status
 
 
-def _check_api(args: argparse.Namespace) -> int:
+def combined(statuses: Sequence[int]) -> int:
+    """The verdict of several runs by the same rules: 2 wins over 1, 1 over 0."""
+    return max(statuses, default=USAGE_OR_UNCHECKED)
+
+
+def _split_selection(
+    names: list[str] | None, *, with_api: bool
+) -> tuple[list[str] | None, list[str] | None]:
+    """``-i`` names as the stack's and the API's (``check TARGET --api MODULE`` runs both
+    catalogues); a name neither knows is a KeyError."""
+    if not with_api or not names:
+        return names, names
+    from properties import api, invariants
+
+    def known(catalogue, groups) -> set[str]:
+        return {i.id for i in catalogue} | set(groups)
+
+    stack = known(invariants.INVARIANTS, invariants.GROUPS)
+    surface = known(api.INVARIANTS, api.API_GROUPS)
+    unknown = [name for name in names if name not in stack | surface]
+    if unknown:
+        raise KeyError(f"no invariant or group {unknown[0]!r} in either catalogue (see --list)")
+    return [n for n in names if n in stack], [n for n in names if n in surface]
+
+
+def _check_api(args: argparse.Namespace, parts: list | None = None) -> int:
     if args.list:
         return _list_api_invariants()
+    from properties.outputs import write_outputs
+
+    if parts is None:  # the command itself: its outputs are written here
+        parts = []
+        status = _check_api(args, parts)
+        write_outputs(args, parts, status)
+        return status
     from properties.api import by_id, select, skipped_by
     from properties.api.module import api_target_name
     from properties.options import domain_from
@@ -119,7 +165,17 @@ def _check_api(args: argparse.Namespace) -> int:
     )
     skip = tuple(args.skip or ())
     skipped = {i.id for i in invariants if skipped_by(i, skip)}
-    return _run(args, module, invariants, by_id, domain, kind="api", skipped=skipped, skip=skip)
+    return _run(
+        args,
+        module,
+        invariants,
+        by_id,
+        domain,
+        kind="api",
+        skipped=skipped,
+        skip=skip,
+        parts=parts,
+    )
 
 
 def _run(
@@ -133,10 +189,13 @@ def _run(
     plain=None,
     skipped: set[str] | frozenset[str] = frozenset(),
     skip: tuple[str, ...] = (),
+    parts: list,
 ) -> int:
-    """Run ``invariants`` against ``target`` in worker processes; report; the exit status."""
+    """Run ``invariants`` against ``target`` in worker processes; report; the exit status.
+    What ``--json`` and ``--junit-xml`` write of it is added to ``parts``."""
     from properties import report
     from properties.database import run_storage
+    from properties.followup import follow_up
     from properties.profiles import default_profile, profile_settings
     from properties.runner import InvariantResult, invariant_seed
     from properties.supervisor import Supervisor, TargetUnusable
@@ -161,10 +220,16 @@ def _run(
         "device": args.device,
     }
 
+    def options_of(result: InvariantResult) -> dict:
+        return {**draw_options, "seed": result.seed}
+
     out = sys.stdout
     note = f"; --skip {', '.join(skip)}: {len(skipped)} left out" if skip else ""
-    report.header(target, profile, len(invariants), out, command=command, note=note)
+    report.header(
+        target, profile, len(invariants), out, command=command, note=note, verbose=args.verbose
+    )
     start = time.perf_counter()
+    progress = report.Progress(invariants, out, verbose=args.verbose)
     results: dict[str, InvariantResult] = {}
     for i in invariants:
         if i.id in skipped:
@@ -172,8 +237,9 @@ def _run(
         elif not i.applies(domain):
             results[i.id] = InvariantResult(i.id, "not applicable", 0, 0.0)
     for result in results.values():
-        report.row(by_id(result.invariant_id), result, out)
+        progress.record(result)
     jobs = min(args.jobs, max(1, len(requests)))
+    causes = []
     try:
         with (
             run_storage(not args.no_database) as environment,
@@ -188,25 +254,38 @@ def _run(
                 kind=kind,
             ) as supervisor,
         ):
-            for result in supervisor.run(requests):
+            for result in supervisor.run(requests, maxfail=args.maxfail):
                 results[result.invariant_id] = result
-                report.row(by_id(result.invariant_id), result, out)
+                progress.record(result)
+            progress.finish()
+            ran = [results[i.id] for i in invariants if i.id in results]
+            causes = follow_up(supervisor, ran, invariants, requests, kind=kind)
+            results.update({r.invariant_id: r for c in causes for r in c.results})
     except TargetUnusable as error:
         return _error(f"{target} cannot be checked: {error}", command)
-    ordered = [results[i.id] for i in invariants]
-    for invariant, result in zip(invariants, ordered, strict=True):
-        if result.failure is not None:
-            options = {**draw_options, "seed": result.seed}
-            report.failure_section(
-                invariant,
-                result,
-                target,
-                options,
-                out,
-                no_database=args.no_database,
-                command=command,
-            )
-    report.summary(ordered, time.perf_counter() - start, out)
+    ordered = [results[i.id] for i in invariants if i.id in results]
+    not_run = len(invariants) - len(ordered)
+    sections = dict(no_database=args.no_database, command=command)
+    if args.verbose:
+        for result in ordered:
+            if result.failure is not None:
+                invariant, options = by_id(result.invariant_id), options_of(result)
+                report.failure_section(invariant, result, target, options, out, **sections)
+    else:
+        report.causes_summary(causes, target, options_of, out, **sections)
+        for number, cause in enumerate(causes, start=1):
+            report.cause_section(number, cause, by_id, target, options_of, out, **sections)
+    seconds = time.perf_counter() - start
+    report.summary(ordered, seconds, out)
+    if not_run:
+        print(
+            f"stopped after {args.maxfail} invariant{'s' if args.maxfail > 1 else ''} that did "
+            f"not hold (--maxfail): {not_run} not run"
+        )
+    from properties.outputs import Part
+
+    status = exit_status([r.status for r in ordered])
+    parts.append(Part(command, target, invariants, ordered, causes, seconds, options_of))
     if all(r.status in ("not applicable", "skipped") for r in ordered):
         print(
             f"recon-spec {command}: nothing was checked: no selected invariant applies to "
@@ -223,7 +302,7 @@ def _run(
             f"saved of {', '.join(unsaved)}",
             file=sys.stderr,
         )
-    return exit_status([r.status for r in ordered])
+    return status
 
 
 def _add_selection(command: argparse.ArgumentParser) -> None:
@@ -251,6 +330,36 @@ def _add_run_options(command: argparse.ArgumentParser) -> None:
         default=min(2, os.cpu_count() or 1),
         help="worker processes (default: 2, or 1 on a single core)",
     )
+    command.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="a row per invariant, and a full section for every one that did not hold "
+        "(default: a line per group, then one section per cause)",
+    )
+    command.add_argument(
+        "--maxfail",
+        type=positive_int,
+        metavar="N",
+        help="stop after N invariants that did not hold (failed, crashed, timed out); the "
+        "exit status is the one a full run gives for what ran",
+    )
+    command.add_argument(
+        "-x",
+        "--exitfirst",
+        dest="maxfail",
+        action="store_const",
+        const=1,
+        help="stop at the first invariant that does not hold (--maxfail 1)",
+    )
+    command.add_argument(
+        "--json", metavar="FILE", help="also write the verdict, per invariant, as JSON"
+    )
+    command.add_argument(
+        "--junit-xml",
+        metavar="FILE",
+        help="also write the verdict as JUnit XML (a testcase per invariant)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -272,6 +381,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("target", nargs="?", help="MODULE:CALLABLE or path/to/file.py:CALLABLE")
     _add_selection(check)
+    check.add_argument(
+        "--api",
+        metavar="API",
+        help="also run check-api on API (MODULE or path/to/file.py, optionally :NAME): one "
+        "command, one exit status for both (2 wins over 1); -i may name invariants of either",
+    )
     check.add_argument(
         "--with-validation",
         action="store_true",

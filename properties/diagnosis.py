@@ -10,6 +10,7 @@ Variants explain failures; they never decide them.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,6 +20,20 @@ from properties.tolerances import Tolerance, case_tolerance
 from spec.parameters import PARAMETERS
 from spec.terms import OUTPUTS, TERMS, TOTAL
 from spec.variants import VariantBatch
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One sentence of a diagnosis, and what it is about: the output, and the known variant
+    it matches (None for a NaN or inf without one); failures that share a variant share
+    a cause in the report."""
+
+    text: str
+    output: str
+    variant: str | None = None
+    #: whether the variant gives the output's number; a NaN it gives too is weaker evidence
+    #: (many variants are NaN on the same degenerate row): it is said, not grouped by
+    finite: bool = True
 
 
 def variant_batch(case: LossCase) -> VariantBatch:
@@ -36,7 +51,7 @@ def diagnose(
     observed: dict[str, float],
     expected: dict[str, float],
     tolerance: Tolerance,
-) -> list[str]:
+) -> list[Finding]:
     """One sentence per output that misses the spec but matches a known variant, one per
     output that is NaN or inf where the spec's value is finite, and one for a total that
     leaves a weighted term out."""
@@ -55,18 +70,22 @@ def diagnose(
             if _agrees(value, expected[name], tolerance):
                 continue  # the variant cannot tell itself from the spec on this input
             if _agrees(observed[name], value, tolerance):
-                findings.append(
+                text = (
                     f"your {name} matches the {variant.title} variant: observed "
                     f"{observed[name]:.9g}, that variant gives {value:.9g}, the spec "
                     f"{expected[name]:.9g}"
                 )
-    named = {finding.split()[1] for finding in findings}
+                findings.append(Finding(text, name, variant.title, math.isfinite(value)))
+    named = {finding.output for finding in findings}
     # A non-finite output fails every comparison, including those of the relational
     # invariants, which compare the implementation with itself: say so first (where no
     # known variant gives the same NaN or inf).
     findings[:0] = [
-        f"your {name} is {observed[name]} where the spec's is {expected[name]:.9g}: a NaN or "
-        "inf fails every comparison (relational invariants included), so fix it first"
+        Finding(
+            f"your {name} is {observed[name]} where the spec's is {expected[name]:.9g}: a NaN "
+            "or inf fails every comparison (relational invariants included), so fix it first",
+            name,
+        )
         for name in expected
         if name in observed
         and name not in named
@@ -83,10 +102,11 @@ def diagnose(
                 continue
             without = expected[total] - weight * expected[term.name]
             if close(observed[total], without, tolerance, expected[total]):
-                findings.append(
+                text = (
                     f"your {total} matches the spec's total without the {term.name} term "
                     f"(weight {weight}): is that term left out of J?"
                 )
+                findings.append(Finding(text, total, f"total without {term.name}"))
     return findings
 
 
@@ -98,7 +118,7 @@ def _agrees(value: float, reference: float, tolerance: Tolerance) -> bool:
     return close(value, reference, tolerance, reference)
 
 
-def diagnose_violation(error: BaseException, calls: list) -> list[str]:
+def diagnose_violation(error: BaseException, calls: list) -> list[Finding]:
     """``diagnose`` on the call whose outputs the failure shows as observed (the violation's
     ``case``), against the spec's values for that same input; nothing when there is none."""
     from properties.oracle import expected  # the oracle imports sympy: only when needed

@@ -97,10 +97,25 @@ class Invariant:
     #: a wrong implementation of ``properties.zoo.wrong`` that this invariant rejects on its
     #: own (``tests/properties/test_zoo.py`` checks it); None for the opt-in validation
     witness: str | None = None
+    #: references that fit a failure only where its input has something: (reference,
+    #: whether the input shown has it); a report cites them there alone
+    refs_when: tuple[tuple[str, Callable[[Any], bool]], ...] = field(default=())
 
     def __post_init__(self) -> None:
         if self.group not in self.known_groups:
             raise ValueError(f"invariant {self.id}: group must be one of {self.known_groups}")
+
+    @property
+    def all_refs(self) -> tuple[str, ...]:
+        """Every reference, those that fit some failures only included."""
+        return self.refs_for(None)
+
+    def refs_for(self, shown: Any) -> tuple[str, ...]:
+        """The references that fit a failure on ``shown`` (every one where it is unknown)."""
+        return (
+            *self.spec_refs,
+            *(ref for ref, fits in self.refs_when if shown is None or fits(shown)),
+        )
 
     def inputs(self, domain: Domain = DEFAULT_DOMAIN) -> st.SearchStrategy[Any]:
         return self.strategy(domain)

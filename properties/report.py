@@ -1,10 +1,21 @@
-"""The conformance report: a table while the run goes, then one section per failure."""
+"""The conformance report: progress while the run goes, then one finding per cause.
+
+By default a run prints a line per group of invariants as the group finishes, then a summary
+of at most ``SUMMARY_LINES`` lines (each cause: what it is, the invariants it broke, one
+command that reruns it), then one section per cause for its most telling invariant (the
+input shrunk to the end, the standalone script, the spec's references) with one line for
+each other invariant the cause broke, and the tally last. ``verbose`` prints a row per
+invariant and a full section for every one that did not hold instead (the report before
+causes were grouped, and what the pytest plugin shows for each test).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from properties.causes import Cause
 from properties.database import storage_directory
 from properties.invariant import Invariant
 from properties.options import rerun_command
@@ -21,14 +32,27 @@ MARKS = {
     "skipped": "skip",
 }
 RULE = "=" * 100
+#: the summary's length at most: a line for its title, three per cause shown
+SUMMARY_LINES = 15
+#: a row of a value table whose output agrees (``properties.assertions.value_table``)
+_AGREEING_ROW = re.compile(r"^(# )?    \S+ +observed ")
+_FAILING_ROW = re.compile(r"^(# )?  ✗ \S+ +observed ")
 
 
 def header(
-    target: str, profile: str, count: int, out: TextIO, *, command: str = "check", note: str = ""
+    target: str,
+    profile: str,
+    count: int,
+    out: TextIO,
+    *,
+    command: str = "check",
+    note: str = "",
+    verbose: bool = False,
 ) -> None:
     out.write(f"recon-spec {command}: {target}\n")
     out.write(f"profile {profile}, {count} invariants{note}\n\n")
-    out.write(f"{'invariant':<32} {'group':<11} {'result':<7} {'examples':>8} {'time':>8}\n")
+    if verbose:
+        out.write(f"{'invariant':<32} {'group':<11} {'result':<7} {'examples':>8} {'time':>8}\n")
     out.flush()
 
 
@@ -40,46 +64,102 @@ def row(invariant: Invariant, result: InvariantResult, out: TextIO) -> None:
     out.flush()
 
 
-def _input_lines(result: InvariantResult) -> list[str]:
+class Progress:
+    """What the run shows as results come: a row each (``verbose``), or a line for each
+    group once every selected invariant of it is done, in completion order."""
+
+    def __init__(self, invariants: Sequence[Invariant], out: TextIO, *, verbose: bool) -> None:
+        self.out = out
+        self.verbose = verbose
+        self.waiting: dict[str, list[str]] = {}
+        for invariant in invariants:
+            self.waiting.setdefault(invariant.group, []).append(invariant.id)
+        self.done: dict[str, list[InvariantResult]] = {group: [] for group in self.waiting}
+        self.group_of = {invariant.id: invariant.group for invariant in invariants}
+        self.by_id = {invariant.id: invariant for invariant in invariants}
+
+    def record(self, result: InvariantResult) -> None:
+        if self.verbose:
+            row(self.by_id[result.invariant_id], result, self.out)
+            return
+        group = self.group_of[result.invariant_id]
+        self.done[group].append(result)
+        if len(self.done[group]) == len(self.waiting[group]):
+            self.out.write(group_line(group, self.done[group]) + "\n")
+            self.out.flush()
+
+    def finish(self) -> None:
+        """Groups that never completed (a run stopped by ``--maxfail``): what did run."""
+        if self.verbose:
+            return
+        for group, results in self.done.items():
+            if results and len(results) < len(self.waiting[group]):
+                left = len(self.waiting[group]) - len(results)
+                self.out.write(f"{group_line(group, results)}; {left} not run\n")
+        self.out.flush()
+
+
+def group_line(group: str, results: Sequence[InvariantResult]) -> str:
+    """``values      1 passed, 2 FAILED (oracle-agreement, oracle-agreement-logits)``."""
+    parts = []
+    for status, mark in MARKS.items():
+        ids = [r.invariant_id for r in results if r.status == status]
+        if not ids:
+            continue
+        if status in ("passed", "not applicable", "skipped"):
+            parts.append(f"{len(ids)} {status}")
+        else:
+            parts.append(f"{len(ids)} {mark} ({', '.join(ids)})")
+    return f"{group:<11} {', '.join(parts)}"
+
+
+def _input_lines(result: InvariantResult) -> list[list[str]]:
+    """The blocks that show the input: a note on another edge case, and the input."""
     failure = result.failure
     assert failure is not None
-    lines = []
     if result.status in ("error", "not checked"):
         return []
     if result.status in ("crashed", "timed out"):
-        return ["", "the input of that call:", f"  {failure.minimal_input}"]
+        return [["the input of that call:", f"  {failure.minimal_input}"]]
+    blocks = []
     edge = failure.edge_case
     if failure.other_edge_case is not None:
         other, how = failure.other_edge_case
-        lines += [
-            "",
-            f"the named edge case {other.name!r} fails this invariant too, in another way "
-            f"({how}). It is there because: {other.why}",
-        ]
+        blocks.append(
+            [
+                f"the named edge case {other.name!r} fails this invariant too, in another way "
+                f"({how}). It is there because: {other.why}"
+            ]
+        )
+    size = _size(failure)
+    lines = []
     if edge is not None and edge.name == SAVED:
-        lines += [
-            "",
-            "minimal input (an earlier run found and shrank it; replayed from the "
-            "example database, .hypothesis/examples):",
-        ]
+        lines.append(
+            f"minimal input{size} (an earlier run found and shrank it; replayed from the "
+            "example database, .hypothesis/examples):"
+        )
     elif edge is not None:
-        lines += [
-            "",
-            f"the named edge case {edge.name!r} fails (no random input did). It is there "
-            f"because: {edge.why}",
-        ]
+        lines.append(
+            f"the named edge case {edge.name!r} fails{size} (no random input did). It is "
+            f"there because: {edge.why}"
+        )
     if failure.shrunk and failure.bounded:
-        lines += [
-            "",
-            f"input (shrinking stopped after {BOUNDED_SHRINK_CALLS} more steps, as for every "
-            "failure after a run's first; rerun this invariant alone for a minimal one):",
-        ]
+        lines.append(
+            f"input{size} (shrinking stopped after {BOUNDED_SHRINK_CALLS} more steps, as for "
+            "every failure after a run's first; rerun this invariant alone for a minimal one):"
+        )
     elif failure.shrunk:
-        lines += ["", "minimal input (shrunk by hypothesis):"]
+        lines.append(f"minimal input{size}, shrunk by hypothesis:")
     elif edge is None:
-        lines += ["", "input (as drawn, not shrunk):"]
+        lines.append(f"input{size}, as drawn (not shrunk):")
     lines.append(f"  {failure.minimal_input}")
-    return lines
+    blocks.append(lines)
+    return blocks
+
+
+def _size(failure: Any) -> str:
+    shape = failure.shape
+    return "" if shape is None else f" (B x T = {shape[0]} x {shape[1]})"
 
 
 def _documents(refs: Sequence[str]) -> str:
@@ -88,6 +168,31 @@ def _documents(refs: Sequence[str]) -> str:
     pages = {ref.split("#")[0] for ref in refs if "#" in ref}
     named = ["docs/SPEC.md"] if any("#" not in ref for ref in refs) else []
     return ", ".join([*named, *(f"docs/{page}" for page in sorted(pages, reverse=True))])
+
+
+def compact(text: str) -> str:
+    """``text`` without the rows of its value tables whose outputs agree (the rows that
+    miss, marked ✗, say what is wrong), and a line after each table that says how many
+    were left out."""
+    kept: list[str] = []
+    dropped, prefix = 0, ""
+
+    def note() -> None:
+        if dropped:
+            agree = "other output agrees" if dropped == 1 else "other outputs agree"
+            kept.append(f"{prefix}    ({dropped} {agree})")
+
+    for line in text.splitlines():
+        found = _AGREEING_ROW.match(line)
+        if found:
+            dropped, prefix = dropped + 1, found.group(1) or ""
+            continue
+        if not _FAILING_ROW.match(line):  # the table ends here
+            note()
+            dropped = 0
+        kept.append(line)
+    note()
+    return "\n".join(kept)
 
 
 def failure_section(
@@ -99,37 +204,149 @@ def failure_section(
     *,
     no_database: bool = False,
     command: str = "check",
+    title: str = "",
+    verbose: bool = True,
+    rerun: bool = True,
 ) -> None:
     """The section of one invariant that did not hold (failed, crashed or timed out) or
     could not be checked; ``options`` are the run's draw options
-    (``properties.options.DRAW_OPTIONS``)."""
+    (``properties.options.DRAW_OPTIONS``). ``verbose``: every row of the value tables, and
+    a blank line between the parts; ``rerun``: the command that reruns it (a cause's summary
+    gives it instead)."""
     failure = result.failure
     assert failure is not None
-    out.write(f"\n{RULE}\n{MARKS[result.status]} {invariant.id}: {invariant.statement}\n")
-    out.write(f"spec: {', '.join(invariant.spec_refs)} ({_documents(invariant.spec_refs)})\n\n")
-    out.write(failure.message.rstrip() + "\n")
-    if failure.diagnosis:
-        out.write("\nlikely cause (the outputs observed above, against the spec's):\n")
-        for finding in failure.diagnosis:
-            out.write(f"  - {finding}\n")
-    lines = _input_lines(result)
-    if lines:
-        out.write("\n".join(lines) + "\n")
-    if failure.traceback:
-        out.write("\ntraceback:\n" + failure.traceback)
-    if failure.reproduction:
-        out.write("\nreproduce without hypothesis (copy into a file and run it):\n")
-        out.write("-" * 100 + "\n" + failure.reproduction.rstrip() + "\n" + "-" * 100 + "\n")
-    if failure.unsaved:
-        out.write(
-            f"not saved: the example database ({storage_directory().resolve() / 'examples'}) "
-            "cannot be written, so the next run will not try this input first\n"
+    shown = (lambda text: text) if verbose else compact
+    refs = invariant.refs_for(failure.shown)
+    blocks: list[list[str]] = [
+        [f"spec: {', '.join(refs)} ({_documents(refs)})"],
+        shown(failure.message.rstrip()).splitlines(),
+    ]
+    if failure.state:
+        blocks.append([f"state between calls: {failure.state}"])
+    elif failure.flaky:
+        blocks.append(
+            [
+                "flaky: this input failed, then passed when hypothesis tried it again: the "
+                "target keeps state between calls or is not deterministic"
+            ]
         )
-    if result.status != "not checked":
-        rerun = rerun_command(
+    if failure.diagnosis:
+        blocks.append(
+            [
+                "likely cause (the outputs observed above, against the spec's):",
+                *(f"  - {finding}" for finding in failure.diagnosis),
+            ]
+        )
+    if failure.triggers:
+        blocks.append(
+            [f"triggered by {' and by '.join(failure.triggers)}: without it, this input passes"]
+        )
+    blocks += _input_lines(result)
+    if failure.traceback:
+        blocks.append(["traceback:", *failure.traceback.rstrip().splitlines()])
+    if failure.reproduction:
+        script = failure.reproduction.rstrip()
+        if not verbose:  # compact: no blank lines, no rows that agree
+            script = "\n".join(line for line in compact(script).splitlines() if line.strip())
+        blocks.append(
+            [
+                "reproduce without hypothesis (copy into a file and run it):",
+                "-" * 100,
+                *script.splitlines(),
+                "-" * 100,
+            ]
+        )
+    tail = []
+    if failure.unsaved:
+        tail.append(
+            f"not saved: the example database ({storage_directory().resolve() / 'examples'}) "
+            "cannot be written, so the next run will not try this input first"
+        )
+    if rerun and result.status != "not checked":
+        line = rerun_command(
             target, invariant.id, options, no_database=no_database, command=command
         )
-        out.write(f"rerun this invariant: {rerun}\n")
+        tail.append(f"rerun this invariant: {line}")
+    out.write(f"\n{RULE}\n{title}{MARKS[result.status]} {invariant.id}: {invariant.statement}\n")
+    gap = [""] if verbose else []
+    lines = [line for block in blocks for line in (*block, *gap)]
+    if verbose:  # the spec line is followed by a blank line, as every block
+        lines = lines[:-1] if not tail else lines
+    out.write("\n".join([*lines, *tail]) + "\n")
+    out.flush()
+
+
+def _also(result: InvariantResult, invariant: Invariant) -> str:
+    failure = result.failure
+    assert failure is not None
+    first = failure.message.strip().splitlines()[0] if failure.message.strip() else ""
+    text = f"  {MARKS[result.status]} {invariant.id}: {first}"
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def cause_section(
+    number: int,
+    cause: Cause,
+    by_id: Callable[[str], Invariant],
+    target: str,
+    options_of: Callable[[InvariantResult], dict[str, Any]],
+    out: TextIO,
+    *,
+    no_database: bool = False,
+    command: str = "check",
+) -> None:
+    """The section of one cause: its representative in full, a line for each other
+    invariant it broke."""
+    shown = cause.representative
+    failure_section(
+        by_id(shown.invariant_id),
+        shown,
+        target,
+        options_of(shown),
+        out,
+        no_database=no_database,
+        command=command,
+        title=f"[{number}] ",
+        verbose=False,
+        rerun=False,
+    )
+    if cause.others:
+        out.write(f"the same cause broke {len(cause.others)} more (--verbose shows them):\n")
+        for other in cause.others:
+            out.write(_also(other, by_id(other.invariant_id)) + "\n")
+    out.flush()
+
+
+def causes_summary(
+    causes: Sequence[Cause],
+    target: str,
+    options_of: Callable[[InvariantResult], dict[str, Any]],
+    out: TextIO,
+    *,
+    no_database: bool = False,
+    command: str = "check",
+) -> None:
+    """At most ``SUMMARY_LINES`` lines: each cause, the invariants it broke, its rerun."""
+    if not causes:
+        return
+    plural = "s" if len(causes) > 1 else ""
+    out.write(f"\n{len(causes)} cause{plural} (one section each below):\n")
+    room = (SUMMARY_LINES - 1) // 3
+    shown = causes if len(causes) <= room else causes[: room - 1]
+    for number, cause in enumerate(shown, start=1):
+        ids = [r.invariant_id for r in cause.results]
+        listed = ", ".join(ids[:6]) + (f" and {len(ids) - 6} more" if len(ids) > 6 else "")
+        rep = cause.representative
+        rerun = rerun_command(
+            target, rep.invariant_id, options_of(rep), no_database=no_database, command=command
+        )
+        out.write(f"[{number}] {cause.text}\n")
+        out.write(f"    broke {len(ids)}: {listed}\n")
+        out.write(f"    rerun: {rerun}\n")
+    if len(shown) < len(causes):
+        rest = causes[len(shown) :]
+        count = sum(len(c.results) for c in rest)
+        out.write(f"... and {len(rest)} more causes ({count} invariants), in the sections below\n")
     out.flush()
 
 

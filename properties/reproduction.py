@@ -97,8 +97,33 @@ def render_call(index: int, call: Call) -> list[str]:
     return lines
 
 
-def render(target: str, invariant_id: str, statement: str, calls: list[Call], message: str) -> str:
-    """The script: imports, each recorded call, and what the spec expects as comments."""
+def replay_call(probe, call: Call) -> None:
+    """Make a recorded call again through ``probe``: its input, and the gradients it asked
+    for (a call on tensors a ``LossCase`` cannot hold is left out)."""
+    if call.adjust:
+        return
+    probe.call(
+        call.case,
+        token_nll_requires_grad=call.token_nll_requires_grad,
+        zfree_requires_grad=call.zfree_requires_grad,
+        backward_of=call.backward_of,
+    )
+
+
+def render(
+    target: str,
+    invariant_id: str,
+    statement: str,
+    calls: list[Call],
+    message: str,
+    *,
+    before: int = 0,
+) -> str:
+    """The script: imports, each recorded call, and what the spec expects as comments.
+
+    The first ``before`` calls are earlier calls of the run that the failure needs (the
+    target keeps state between calls): each one's tensors are freed after it, as the run
+    freed them, so that the calls that follow meet the memory they met there."""
     lines = [
         f"# recon-spec invariant {invariant_id}: {statement}",
         "import torch",
@@ -107,8 +132,21 @@ def render(target: str, invariant_id: str, statement: str, calls: list[Call], me
         *import_lines(target),
         "",
     ]
+    if before:
+        lines += [
+            f"# The target keeps state between calls: the failure needs the {before} "
+            f"call{'s' if before > 1 else ''} the run made before it (a fresh process passes "
+            "without them).",
+            "",
+        ]
     for index, call in enumerate(calls, start=1):
-        lines += [*render_call(index, call), ""]
+        lines += render_call(index, call)
+        if index <= before:
+            k = index
+            lines.append(f"del token_nll_{k}, zfree_token_nll_{k}, mask_{k}, out_{k}")
+        if index == before:
+            lines += ["", "# The failing check:"]
+        lines.append("")
     lines.append("# What the spec expects:")
     lines += [f"# {line}".rstrip() for line in message.splitlines()]
     return "\n".join(lines)

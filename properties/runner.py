@@ -23,10 +23,12 @@ failing implementation gets its verdict about as fast as a passing one.
 from __future__ import annotations
 
 import inspect
+import pickle
 import random
 import time
 import traceback
 import unittest
+import warnings
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -34,12 +36,21 @@ from typing import Any
 
 import hypothesis
 from hypothesis import Phase, example, given
-from hypothesis.errors import HypothesisException, UnsatisfiedAssumption
+from hypothesis.errors import (
+    DeadlineExceeded,
+    FailedHealthCheck,
+    Flaky,
+    HypothesisDeprecationWarning,
+    HypothesisException,
+    Unsatisfiable,
+    UnsatisfiedAssumption,
+)
 
-from properties.cases import LossCase, on_device
+from properties.cases import LossCase, cases_in, on_device
 from properties.database import FailureStore
 from properties.diagnosis import diagnose_violation
 from properties.escapes import TargetRaised
+from properties.features import features_of
 from properties.invariant import Invariant, InvariantViolation, NamedInput
 from properties.strategies import DEFAULT_DOMAIN, Domain
 from properties.target import CallObserver, Implementation, Probe
@@ -47,6 +58,9 @@ from spec.terms import TOTAL
 
 #: calls a bounded shrink may still make: a few passes of the shrinker, a few seconds
 BOUNDED_SHRINK_CALLS = 40
+#: the calls before a failing input that its failure keeps: where the target keeps state
+#: between calls, the shortest run of them that makes the failure again is replayed
+HISTORY_CALLS = 64
 #: the name of a saved failure among the inputs tried first
 SAVED = "saved"
 
@@ -84,6 +98,34 @@ class Failure:
     bounded: bool = False
     #: the minimal input could not be saved: the example database cannot be written
     unsaved: bool = False
+    #: what the invariant says misses (``InvariantViolation.failing``): outputs, "gradient"...
+    failing: tuple[str, ...] = ()
+    #: (output, known variant) pairs the diagnosis matched
+    variants: tuple[tuple[str, str], ...] = ()
+    #: (output, known variant) pairs that give the same NaN as the output: said, not grouped by
+    nan_variants: tuple[tuple[str, str], ...] = ()
+    #: outputs that are NaN or inf where the spec's value is finite
+    non_finite: tuple[str, ...] = ()
+    #: the features of the shown input without which it passes (``properties.features``)
+    triggers: tuple[str, ...] = ()
+    #: the exception a call of the target raised, as ``Type: message``, when that failed it
+    raised: str | None = None
+    #: the input shown passed when hypothesis tried it again (state or nondeterminism)
+    flaky: bool = False
+    #: the input shown, for a replay in a fresh process (None where it cannot be pickled)
+    shown: Any = None
+    #: which of the run's inputs (counted from 1, as the observer was told of them) the
+    #: shown one is: the calls before it are those a replay may need
+    example: int = 0
+    #: how the failure depends on earlier calls, found by replaying it in a fresh process
+    #: (``properties.supervisor``); None where it does not, or was not looked at
+    state: str | None = None
+
+    @property
+    def shape(self) -> tuple[int, int] | None:
+        """``(B, T)`` of the shown input (the largest, for an input of several batches)."""
+        cases = cases_in(self.shown)
+        return max((case.shape for case in cases), key=lambda s: s[0] * s[1]) if cases else None
 
 
 @dataclass
@@ -139,6 +181,9 @@ class _Attempts:
         self.budget: int | None = None  # calls left to a bounded shrink, once it started
         #: the latest failure of the current hypothesis run: (error, probe, input)
         self.failed: tuple[BaseException, Probe, Any] | None = None
+        #: the input (counted from 1) of the latest failure, and of the last input tried
+        self.failed_example = 0
+        self.flaky = False
 
     def start_shrink(self, budget: int | None) -> None:
         self.budget = budget
@@ -170,7 +215,7 @@ class _Attempts:
             error = _TargetEnded(escaped) if escaped.ends_program else escaped
         if error is not None:
             # the shrinker only tries smaller inputs: the latest failure is the smallest
-            self.failed = (error, probe, drawn)
+            self.failed, self.failed_example = (error, probe, drawn), self.count
             raise error
 
 
@@ -197,7 +242,7 @@ def _hypothesis_test(
 
 def _run(test, attempts: _Attempts) -> BaseException | None:
     """Run a hypothesis test; the failure it ends with, or None."""
-    attempts.failed = None
+    attempts.failed, attempts.flaky = None, False
     try:
         test()
     except unittest.SkipTest:
@@ -208,6 +253,15 @@ def _run(test, attempts: _Attempts) -> BaseException | None:
         assert attempts.failed is not None
         error, probe, drawn = attempts.failed
         attempts.last = (probe, drawn)
+        return error
+    except Flaky as flaky:
+        if attempts.failed is None:
+            return flaky
+        # the input failed, then passed when hypothesis tried it again: the failure it saw
+        # is the finding, and its flakiness a part of it
+        error, probe, drawn = attempts.failed
+        attempts.last = (probe, drawn)
+        attempts.flaky = True
         return error
     except KeyboardInterrupt:
         raise
@@ -306,10 +360,61 @@ def run_invariant(
     failure.shrunk = shown is None and Phase.shrink in phases
     failure.bounded = _bounded(attempts)
     failure.unsaved = use_database and unsaved
+    failure.flaky = attempts.flaky
+    if attempts.last is not None:
+        failure.shown = _picklable(attempts.last[1])
+        failure.example = attempts.failed_example
     if isinstance(error, _TargetEnded):  # unshrunk, like a process that died in a call
         failure.shrunk = False
         return InvariantResult(invariant.id, "crashed", attempts.count, seconds, failure, used_seed)
+    if attempts.last is not None and not (failure.flaky or failure.variants or failure.raised):
+        # a known variant or an exception names the cause: no trigger is looked for
+        failure.triggers = triggers(invariant, implementation, attempts.last[1], observer)
+    seconds = time.perf_counter() - start
     return InvariantResult(invariant.id, "failed", attempts.count, seconds, failure, used_seed)
+
+
+def triggers(
+    invariant: Invariant,
+    implementation: Implementation,
+    drawn: Any,
+    observer: CallObserver | None = None,
+) -> tuple[str, ...]:
+    """The features of the failing input ``drawn`` (``properties.features``) without which
+    the invariant holds on it, each taken away alone."""
+    found = []
+    for description, without in features_of(drawn):
+        if observer is not None:
+            observer.example_started()
+        probe = invariant.probe(implementation, observer)
+        try:
+            check_once(invariant, probe, without)
+        except UnsatisfiedAssumption:
+            continue  # outside the invariant's inputs: it says nothing
+        except Exception:
+            if probe.escaped is not None and TargetRaised(probe.escaped).ends_program:
+                break  # the target ends the program: nothing more to learn from it
+            continue  # it still fails
+        if probe.escaped is None:
+            found.append(description)
+    return tuple(found)
+
+
+def check_once(invariant: Invariant, probe: Probe, value: Any) -> None:
+    """``invariant.check`` on one input, outside a hypothesis run: an ``assume`` in it
+    raises ``UnsatisfiedAssumption`` (hypothesis' warning about that use is expected)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", HypothesisDeprecationWarning)
+        invariant.check(probe, value)
+
+
+def _picklable(value: Any) -> Any:
+    """``value`` where it travels to another process as it is, else None."""
+    try:
+        pickle.dumps(value)
+    except Exception:
+        return None
+    return value
 
 
 def _bounded(attempts: _Attempts) -> bool:
@@ -346,26 +451,54 @@ def _failure(
     invariant: Invariant, target: str, error: BaseException, last: tuple[Probe, Any] | None
 ) -> Failure:
     probe, drawn = last if last is not None else (None, None)
+    raised = None
     if isinstance(error, InvariantViolation):
         message = str(error)
         trace = ""
     elif isinstance(error, (TargetRaised, _TargetEnded)):
         message = str(error)
         trace = "".join(traceback.format_exception(error.error))  # the target's own raise
+        raised = type(error.error).__name__
     elif isinstance(error, HypothesisException):
-        message = f"hypothesis could not run this invariant: {type(error).__name__}: {error}"
-        trace = "".join(traceback.format_exception(error))
+        message, trace = _hypothesis_finding(error), ""
     else:
         message = f"the check raised {type(error).__name__}: {error}"
         trace = "".join(traceback.format_exception(error))
+        if probe is not None and any(call.error for call in probe.calls):
+            # the target raised it (an ordinary exception, its answer), not the suite
+            message = f"a call of the target raised {type(error).__name__}: {error}"
+            raised = type(error).__name__
     if probe is None:  # no input was tried: a script without calls
         probe = invariant.probe(None)
     calls = probe.calls
     script = probe.script(target, invariant.id, invariant.statement, message)
+    findings = diagnose_violation(error, calls)
     return Failure(
         message=message,
         minimal_input=repr(drawn),
         reproduction=script,
-        diagnosis=diagnose_violation(error, calls),
+        diagnosis=[finding.text for finding in findings],
         traceback=trace,
+        failing=tuple(getattr(error, "failing", ())),
+        variants=tuple((f.output, f.variant) for f in findings if f.variant and f.finite),
+        nan_variants=tuple((f.output, f.variant) for f in findings if f.variant and not f.finite),
+        non_finite=tuple(f.output for f in findings if f.variant is None or not f.finite),
+        raised=raised,
     )
+
+
+def _hypothesis_finding(error: HypothesisException) -> str:
+    """Hypothesis' own exception as what it says about the target (never a traceback)."""
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    if isinstance(error, Flaky):
+        return (
+            "the same input gave different verdicts when tried again: the target keeps state "
+            "between calls or is not deterministic (hypothesis: Flaky)"
+        )
+    if isinstance(error, FailedHealthCheck):
+        return f"hypothesis' health check failed, so nothing was checked: {first}"
+    if isinstance(error, DeadlineExceeded):
+        return f"a call took longer than the hypothesis profile's deadline: {first}"
+    if isinstance(error, Unsatisfiable):
+        return f"no drawn input met the invariant's assumptions, so nothing was checked: {first}"
+    return f"hypothesis could not run this invariant: {type(error).__name__}: {first}"

@@ -30,7 +30,7 @@ from typing import Any
 from properties.options import DEFAULT_CALL_TIMEOUT
 from properties.runner import BOUNDED_SHRINK_CALLS, Failure, InvariantResult
 from properties.target import Call
-from properties.worker import WORKER_MODULES, WorkRequest, main
+from properties.worker import WORKER_MODULES, Replay, WorkRequest, main
 
 #: how long a worker may take to start, load the target and make its first call
 LOAD_TIMEOUT_FLOOR = 120.0
@@ -102,6 +102,13 @@ class _Worker:
     examples: int = 0
     calls: list[Call] = field(default_factory=list)
     call_started: float | None = None
+    replay_sent: bool = False
+    #: every call this worker made, in order (a replay may need the calls before a failure)
+    log: list[Call] = field(default_factory=list)
+    #: where in ``log`` each input of the current invariant began
+    example_starts: list[int] = field(default_factory=list)
+    #: a replay's answer: (whether the check failed, the calls as a script)
+    replayed: tuple[bool, str] | None = None
 
 
 class Supervisor:
@@ -129,11 +136,15 @@ class Supervisor:
         self.threads = threads
         self.workers: list[_Worker] = []
         self.failure_seen = False
+        #: invariant id -> the calls its worker made before the input its failure shows
+        self.histories: dict[str, tuple[Call, ...]] = {}
         self._context = _worker_context()
 
     # --- lifecycle ------------------------------------------------------------------------
 
-    def _start_worker(self) -> _Worker:
+    def _start_worker(self, *, fresh: bool = False) -> _Worker:
+        """A worker that has loaded the target and called it on the plain input; ``fresh``:
+        one that has not called it (a replay starts from a fresh process's state)."""
         _start_resource_tracker_quietly()
         ours, theirs = self._context.Pipe()
         watch, lifeline = self._context.Pipe(duplex=False)
@@ -141,7 +152,7 @@ class Supervisor:
             theirs,
             watch,
             self.target,
-            self.plain_input,
+            None if fresh else self.plain_input,
             {**os.environ, **self.environment},
             self.threads,
             self.kind,
@@ -213,10 +224,15 @@ class Supervisor:
 
     # --- running --------------------------------------------------------------------------
 
-    def run(self, requests: Iterable[WorkRequest]) -> Iterator[InvariantResult]:
-        """Run every request; yield each result as it comes (in completion order)."""
+    def run(
+        self, requests: Iterable[WorkRequest], *, maxfail: int | None = None
+    ) -> Iterator[InvariantResult]:
+        """Run every request; yield each result as it comes (in completion order). After
+        ``maxfail`` results that did not hold (failed, crashed, timed out), the invariants
+        still running are abandoned and the rest are not started."""
         pending = deque(requests)
         busy = lambda: any(w.request is not None for w in self.workers)  # noqa: E731
+        failing = 0
         while pending or busy():
             wanted = min(self.jobs, len(pending) + sum(w.request is not None for w in self.workers))
             while len(self.workers) < wanted:
@@ -224,20 +240,43 @@ class Supervisor:
             for worker in self.workers:
                 if worker.ready and worker.request is None and pending:
                     self._dispatch(worker, pending.popleft())
-            yield from self._wait_and_handle()
+            for result in self._wait_and_handle():
+                yield result
+                if result.status in ("failed", "crashed", "timed out"):
+                    failing += 1
+                if maxfail is not None and failing >= maxfail:
+                    self.close()  # what the others are running is abandoned, unreported
+                    return
+
+    def replay(self, replay: Replay) -> tuple[bool, str] | None:
+        """Make ``replay``'s calls and check its input in a fresh worker: whether the check
+        fails there, and the calls as a script; None where the worker died or hung."""
+        worker = self._start_worker(fresh=True)
+        try:
+            while worker in self.workers and worker.replayed is None:
+                if worker.ready and not worker.replay_sent:
+                    worker.connection.send(("replay", replay))
+                    worker.replay_sent = True
+                for _ in self._wait_and_handle():
+                    pass  # a replay worker runs no invariant: no result comes
+            return worker.replayed
+        finally:
+            if worker in self.workers:
+                self._end(worker)
 
     def _dispatch(self, worker: _Worker, request: WorkRequest) -> None:
-        if self.failure_seen:
+        if self.failure_seen and not request.full_shrink:
             request = replace(request, shrink_budget=BOUNDED_SHRINK_CALLS)
         worker.request, worker.request_started = request, time.monotonic()
         worker.examples, worker.calls, worker.call_started = 0, [], None
+        worker.example_starts = []
         worker.connection.send(("run", request))
 
     def _deadline(self, worker: _Worker) -> float:
+        if worker.call_started is not None:  # the plain input's call included
+            return worker.call_started + self.call_timeout
         if not worker.ready:
             return worker.started + max(LOAD_TIMEOUT_FLOOR, self.call_timeout)
-        if worker.call_started is not None:
-            return worker.call_started + self.call_timeout
         return float("inf")
 
     def _wait_and_handle(self) -> Iterator[InvariantResult]:
@@ -279,14 +318,23 @@ class Supervisor:
             elif kind == "example":
                 worker.examples += 1
                 worker.calls = []
+                worker.example_starts.append(len(worker.log))
             elif kind == "call":
                 worker.calls.append(message[1])
+                worker.log.append(message[1])
                 worker.call_started = time.monotonic()
             elif kind == "returned":
+                worker.call_started = None
+            elif kind == "replayed":
+                worker.replayed = (message[1], message[2])
                 worker.call_started = None
             elif kind == "result":
                 result: InvariantResult = message[1]
                 worker.request = None
+                failure = result.failure
+                if failure is not None and 0 < failure.example <= len(worker.example_starts):
+                    before = worker.log[: worker.example_starts[failure.example - 1]]
+                    self.histories[result.invariant_id] = tuple(before)
                 if result.status == "failed":
                     self._failure_seen()
                 yield result
@@ -317,9 +365,16 @@ class Supervisor:
 
     def _timed_out(self, worker: _Worker) -> Iterator[InvariantResult]:
         self._end(worker)
+        if worker.ready and worker.request is None:  # a replay that hung: nothing to report
+            return
         if not worker.ready:
             self.close()
-            what = "import" if self.kind == "api" else "load and run on a plain valid input"
+            if worker.call_started is not None:
+                raise TargetUnusable(
+                    f"{self.target}'s call on a plain valid input was still running after "
+                    f"{self.call_timeout:g} s (--call-timeout)"
+                )
+            what = "import" if self.kind == "api" else "load"
             raise TargetUnusable(
                 f"{self.target} did not {what} within "
                 f"{max(LOAD_TIMEOUT_FLOOR, self.call_timeout):g} s"

@@ -38,7 +38,15 @@ from properties.gradient_calls import (
     second_order_weights,
 )
 from spec.definitions import LOSS_NAMES
+from spec.parameters import PARAMETERS
 from spec.terms import TOTAL
+
+#: the attributes an adapter may set to declare its own names (docs/GUIDE.md, "An adapter
+#: with your own names"): spec name -> the target's name
+ARGUMENT_NAMES = "argument_names"
+OUTPUT_NAMES = "output_names"
+#: what ``argument_names`` may rename: the tensors, and the parameters an error may name
+ARGUMENTS: tuple[str, ...] = ("token_nll", "zfree_token_nll", "mask", *(p.name for p in PARAMETERS))
 
 DEFAULT_TARGET = "recon_impl:reconstruction_losses"
 #: the adapter that stands for recon_impl's stack: it converts the suite's config record
@@ -154,22 +162,50 @@ def load_target(name: str | None = None) -> tuple[str, Implementation]:
         value = getattr(value, part)
     if not callable(value):
         raise TargetLoadError(f"{name} is a {type(value).__name__}, not a callable")
+    for attribute, allowed in ((ARGUMENT_NAMES, ARGUMENTS), (OUTPUT_NAMES, LOSS_NAMES)):
+        problem = _bad_declaration(getattr(value, attribute, {}), allowed)
+        if problem:
+            raise TargetLoadError(f"{name}.{attribute} {problem}")
     return name, value
 
 
-def check_outputs(outputs: Any, case: LossCase) -> dict[str, torch.Tensor]:
-    """The outputs as a dict by output name, or ``ContractViolation`` saying what is off."""
+def _bad_declaration(names: Any, allowed: tuple[str, ...]) -> str | None:
+    """What is wrong with a declaration of names (None: nothing)."""
+    if not isinstance(names, Mapping):
+        return f"must be a dict from the spec's names to yours, got {type(names).__name__}"
+    unknown = sorted(set(map(str, names)) - set(allowed))
+    if unknown:
+        return f"names {', '.join(unknown)}, which are none of {', '.join(allowed)}"
+    if not all(isinstance(v, str) and v.strip() for v in names.values()):
+        return "must map each name to a non-empty string"
+    if len(set(names.values())) != len(names):
+        return "gives two names the same one of yours"
+    return None
+
+
+def declared(implementation: Any, attribute: str) -> Mapping[str, str]:
+    """The names ``implementation`` declares under ``attribute`` (spec name -> its own)."""
+    names = getattr(implementation, attribute, None)
+    return names if isinstance(names, Mapping) else {}
+
+
+def check_outputs(
+    outputs: Any, case: LossCase, keys: Mapping[str, str] | None = None
+) -> dict[str, torch.Tensor]:
+    """The outputs as a dict by output name, or ``ContractViolation`` saying what is off;
+    ``keys``: the target's own key of an output, where it declares one (``OUTPUT_NAMES``)."""
+    keys = keys or {}
     if not isinstance(outputs, Mapping):
         raise ContractViolation(
             "the target must return a Mapping with an entry per output, got "
             f"{type(outputs).__name__}"
         )
-    missing = [name for name in LOSS_NAMES if name not in outputs]
+    missing = [keys.get(name, name) for name in LOSS_NAMES if keys.get(name, name) not in outputs]
     if missing:
         raise ContractViolation(f"the target's result lacks {', '.join(missing)}")
     result = {}
     for name in LOSS_NAMES:
-        value = outputs[name]
+        value = outputs[keys.get(name, name)]
         if not isinstance(value, torch.Tensor):
             raise ContractViolation(f"{name} must be a torch.Tensor, got {type(value).__name__}")
         if value.dim() != 0:
@@ -244,6 +280,18 @@ class Probe:
     #: the first exception a call raised that is not an answer (``properties/escapes.py``)
     escaped: BaseException | None = None
 
+    def _outputs(
+        self, token_nll: torch.Tensor, zfree: torch.Tensor, mask: torch.Tensor, case: LossCase
+    ) -> dict[str, torch.Tensor]:
+        returned = self.implementation(token_nll, zfree, mask, case.config)
+        return check_outputs(returned, case, declared(self.implementation, OUTPUT_NAMES))
+
+    def argument_names(self, argument: str) -> tuple[str, ...]:
+        """The names an error about ``argument`` may use: the spec's, and the target's own
+        where it declares one (``ARGUMENT_NAMES``)."""
+        own = declared(self.implementation, ARGUMENT_NAMES).get(argument)
+        return (argument,) if own is None else (argument, own)
+
     def script(self, target: str, invariant_id: str, statement: str, message: str) -> str:
         """The recorded calls as a standalone script (``properties/reproduction.py``)."""
         from properties.reproduction import render
@@ -281,8 +329,10 @@ class Probe:
         call = Call(case, token_nll_requires_grad, zfree_requires_grad, backward_of)
         with self._calling(call):
             returned = self.implementation(token_nll, zfree, mask, case.config)
-            outputs = check_outputs(returned, case)
-            extra = tuple(str(key) for key in returned if key not in outputs)
+            keys = declared(self.implementation, OUTPUT_NAMES)
+            outputs = check_outputs(returned, case, keys)
+            known = {keys.get(name, name) for name in outputs}
+            extra = tuple(str(key) for key in returned if key not in known)
             call.values = {name: float(value.detach()) for name, value in outputs.items()}
             if backward_of is not None:
                 if not outputs[backward_of].requires_grad:
@@ -319,7 +369,7 @@ class Probe:
         call = Call(case, True, True, zfree_gradients=True)
         gradients = {}
         with self._calling(call):
-            outputs = check_outputs(self.implementation(token_nll, zfree, mask, case.config), case)
+            outputs = self._outputs(token_nll, zfree, mask, case)
             call.values = {name: float(value.detach()) for name, value in outputs.items()}
             for name, value in outputs.items():
                 if value.requires_grad:
@@ -338,7 +388,7 @@ class Probe:
         token_nll, zfree, mask = case.tensors(requires_grad=True)
         call = Call(case, True, then=then)
         with self._calling(call):
-            outputs = check_outputs(self.implementation(token_nll, zfree, mask, case.config), case)
+            outputs = self._outputs(token_nll, zfree, mask, case)
             call.values = {name: float(value.detach()) for name, value in outputs.items()}
             call.error_line = differentiating_lines(then)[0]
             yield call, token_nll, outputs

@@ -20,9 +20,15 @@ worker -> supervisor                   meaning
 ``("result", InvariantResult)``        an invariant is done
 supervisor -> worker
 ``("run", WorkRequest)``               run one invariant
+``("replay", Replay)``                 make some calls, then check one input (-> ``replayed``)
 ``("bound",)``                         another invariant failed: bound shrinking from now
 ``("stop",)``                          exit
+worker -> supervisor, to a replay
+``("replayed", failed, script)``       whether the check failed, and the calls as a script
 =====================================  ==================================================
+
+A worker started for a replay (``plain_input`` None) makes no call before it: a target
+that keeps state between calls starts from a fresh process's state.
 """
 
 from __future__ import annotations
@@ -82,6 +88,18 @@ class WorkRequest:
     use_database: bool
     #: calls left to shrinking a failure (None: unbounded)
     shrink_budget: int | None = None
+    #: shrink to the end, whatever other invariants did (the input a report shows)
+    full_shrink: bool = False
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Make ``calls`` (recorded ``properties.target.Call`` s), then check ``shown`` against
+    one invariant: does a failure need the calls a run made before it?"""
+
+    invariant_id: str
+    shown: Any
+    calls: tuple[Any, ...] = ()
 
 
 class _Reporter:
@@ -91,6 +109,7 @@ class _Reporter:
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
         self.bounded = False
+        self.full_shrink = False
 
     def example_started(self) -> None:
         self.connection.send(("example",))
@@ -102,6 +121,8 @@ class _Reporter:
         self.connection.send(("returned",))
 
     def bound_now(self) -> bool:
+        if self.full_shrink:
+            return False
         while not self.bounded and self.connection.poll():
             message = self.connection.recv()
             if message[0] == "bound":
@@ -172,7 +193,12 @@ def main(
         if message[0] == "bound":
             reporter.bounded = True
             continue
+        if message[0] == "replay":
+            replayed = _replay(message[1], implementation, by_id, target, reporter)
+            connection.send(("replayed", *replayed))
+            continue
         request: WorkRequest = message[1]
+        reporter.full_shrink = request.full_shrink
         try:
             result = run_invariant(
                 by_id(request.invariant_id),
@@ -218,6 +244,34 @@ def load_what_a_run_imports() -> None:
         importlib.import_module(name)
 
 
+def _replay(
+    replay: Replay, implementation: Any, by_id: Any, target: str, reporter: _Reporter
+) -> tuple[bool, str]:
+    """Make the replay's calls, then check its input: whether the check fails there, and
+    every call as a standalone script (earlier calls' tensors freed as the run freed them)."""
+    from properties.reproduction import render, replay_call
+    from properties.runner import check_once
+    from properties.target import Probe
+
+    invariant = by_id(replay.invariant_id)
+    reporter.example_started()
+    before = Probe(implementation, reporter)
+    for call in replay.calls:
+        with contextlib.suppress(Exception):  # what an earlier call answered is not checked
+            replay_call(before, call)
+    reporter.example_started()
+    probe = invariant.probe(implementation, reporter)
+    try:
+        check_once(invariant, probe, replay.shown)
+    except Exception as error:
+        calls = [*before.calls, *probe.calls]
+        message = str(error)
+        return True, render(
+            target, invariant.id, invariant.statement, calls, message, before=len(before.calls)
+        )
+    return False, ""
+
+
 def _suite_error(request: WorkRequest, trace: str) -> Any:
     from properties.runner import Failure, InvariantResult
 
@@ -250,6 +304,8 @@ def _load(connection: Connection, reporter: _Reporter, target: str, case: Any):
     except TargetLoadError as error:
         connection.send(("unusable", str(error)))
         return None
+    if case is None:  # a worker for a replay: no call before the replayed ones
+        return implementation
     try:
         Probe(implementation, reporter).call_adjusted(case, lambda *tensors: tensors, ())
     except Exception:

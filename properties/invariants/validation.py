@@ -81,25 +81,32 @@ def bad_value_cases(draw: st.DrawFn, domain: Domain) -> BadInput:
 
 
 def _expect_value_error(
+    probe: Probe,
     call: Callable[[], object],
     case: LossCase,
     kind: str,
     argument: str,
     rule: tuple[str, ...] = (),
 ) -> None:
-    """``call()`` raises a ValueError that names ``argument`` and, where ``rule`` is given,
-    says one of its words (case aside): a message about another rule does not count."""
+    """``call()`` raises a ValueError that names ``argument`` (the spec's name, or the one
+    the target declares for it: ``Probe.argument_names``) and, where ``rule`` is given, says
+    one of its words (case aside): a message about another rule does not count."""
 
     def violation(message: str) -> InvariantViolation:
         return InvariantViolation(message, case=case, failing=("ValueError",))
 
+    names = probe.argument_names(argument)
     try:
         call()
     except ValueError as error:
-        if argument not in str(error):
-            raise violation(
-                f"{kind}: the ValueError must name {argument}, but says: {error}"
-            ) from error
+        if not any(name in str(error) for name in names):
+            named = " or ".join(names)
+            message = (
+                f"{kind}: the ValueError must name {named}, but says: {error} (errors that "
+                f"use the target's own names: declare them, f.argument_names = "
+                f"{{{argument!r}: ...}}, docs/GUIDE.md)"
+            )
+            raise violation(message) from error
         if rule and not any(word in str(error).lower() for word in rule):
             words = " or ".join(repr(word) for word in rule)
             raise violation(
@@ -115,7 +122,7 @@ def _expect_value_error(
 
 def check_bad_values(probe: Probe, drawn: BadInput) -> None:
     _, argument = CORRUPTIONS[drawn.kind]
-    _expect_value_error(lambda: probe.call(drawn.case), drawn.case, drawn.kind, argument)
+    _expect_value_error(probe, lambda: probe.call(drawn.case), drawn.case, drawn.kind, argument)
 
 
 class TensorError(NamedTuple):
@@ -243,6 +250,7 @@ def check_bad_tensors(probe: Probe, drawn: BadInput) -> None:
     error = SHAPE_ERRORS[drawn.kind]
     argument = drawn.kind.split()[0]
     _expect_value_error(
+        probe,
         lambda: probe.call_adjusted(drawn.case, error.change, (error.code,)),
         drawn.case,
         drawn.kind,

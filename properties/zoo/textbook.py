@@ -46,10 +46,14 @@ MISTAKES: dict[str, str] = {
     "alpha-in-result": "token_weight_alpha is returned beside the outputs, for logging",
     "terms-detached": "the terms are returned detached (logged numbers); only the total "
     "keeps its graph",
+    "zfree-cached-by-shape": "the z-free losses are cached per batch shape, as for a fixed "
+    "reference: a later batch of the same shape reads the first one's",
 }
 
 
 _CALLS = [0]  # calls of the nondeterministic-order mistake so far
+#: the z-free losses the zfree-cached-by-shape mistake has seen, by (shape, dtype)
+_CACHED: dict[tuple, Tensor] = {}
 
 
 #: mistake -> the known variant (``properties/diagnosis.py``) a report names for it
@@ -90,6 +94,8 @@ def textbook_losses(
         token_nll.data.masked_fill_(~mask, 0.0)
     l = token_nll.to(dtype)
     b = zfree_token_nll.to(dtype)
+    if mistake == "zfree-cached-by-shape":
+        b = _CACHED.setdefault((tuple(b.shape), b.dtype), b.detach().clone())
     if mistake != "zfree-not-detached":
         b = b.detach()
     if mistake == "mask-multiplication":

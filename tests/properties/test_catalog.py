@@ -43,8 +43,8 @@ def test_ids_are_unique_and_stable_looking() -> None:
 def test_every_invariant_points_at_its_statement_in_the_spec(invariant) -> None:
     assert invariant.group in (GROUPS if invariant in INVARIANTS else API_GROUPS)
     assert "\n" not in invariant.statement and len(invariant.statement) < 160
-    assert invariant.spec_refs
-    for ref in invariant.spec_refs:
+    assert invariant.all_refs
+    for ref in invariant.all_refs:
         page, _, anchor = ref.partition("#")
         if anchor:
             assert anchor in ANCHORS[page], f"{ref}: no such section in docs/{page}"
@@ -65,7 +65,7 @@ def test_selection_by_id_group_and_opt_in() -> None:
 
 def test_every_math_identity_is_checked_against_implementations() -> None:
     # Identities about implementations (not only about the algebra) each have an invariant.
-    referenced = {ref for i in INVARIANTS for ref in i.spec_refs}
+    referenced = {ref for i in INVARIANTS for ref in i.all_refs}
     for identity in (
         "alpha0-uniform-shares",
         "alpha1-linear-shares",

@@ -73,10 +73,10 @@ def test_a_wrong_module_exits_1_with_its_counterexample(tmp_path: Path) -> None:
         "1",
     )
     assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "FAILED flags-removed" in done.stdout
+    assert "[1] FAILED flags-removed" in done.stdout
     assert "5 passed, 1 failed" in done.stdout
     assert "from properties.zoo.api.wrong import removed_flag_deleted as api" in done.stdout
-    rerun = "rerun this invariant: recon-spec check-api properties.zoo.api.wrong:removed_flag_"
+    rerun = "    rerun: recon-spec check-api properties.zoo.api.wrong:removed_flag_deleted"
     assert rerun in done.stdout
 
 

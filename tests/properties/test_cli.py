@@ -59,9 +59,17 @@ def test_passing_target_exits_0_with_a_table() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "recon-spec check: recon_impl:reconstruction_losses" in done.stdout
+    # a line per group as it finishes, and the tally last
+    assert re.search(r"^contract +1 passed$", done.stdout, re.M), done.stdout
+    assert re.search(r"^numerics +1 passed$", done.stdout, re.M), done.stdout
+    assert done.stdout.rstrip().splitlines()[-1].startswith("2 passed, 0 failed")
+
+
+def test_verbose_shows_a_row_per_invariant() -> None:
+    done = check("-i", "kappa-bounds", "--max-examples", "5", "-j", "1", "-v")
+    assert done.returncode == 0, done.stdout + done.stderr
     assert "invariant" in done.stdout and "examples" in done.stdout
-    assert "kappa-bounds" in done.stdout and "ok" in done.stdout
-    assert "2 passed, 0 failed" in done.stdout
+    assert re.search(r"^kappa-bounds +numerics +ok +\d+ ", done.stdout, re.M), done.stdout
 
 
 def test_failing_target_exits_1_with_a_reproduction() -> None:
@@ -75,12 +83,9 @@ def test_failing_target_exits_1_with_a_reproduction() -> None:
         "ci",
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "FAILED oracle-agreement" in done.stdout
+    assert "[1] FAILED oracle-agreement" in done.stdout
     assert "from properties.zoo.wrong import cc_scale_missing as impl" in done.stdout
-    assert (
-        "rerun this invariant: recon-spec check properties.zoo.wrong:cc_scale_missing"
-        in done.stdout
-    )
+    assert "    rerun: recon-spec check properties.zoo.wrong:cc_scale_missing" in done.stdout
 
 
 def test_file_path_targets_and_parallel_workers(tmp_path: Path) -> None:
@@ -172,7 +177,9 @@ def test_a_target_that_exits_while_imported_cannot_be_checked() -> None:
 def test_a_target_that_ends_its_own_process_is_reported_crashed_never_0() -> None:
     done = check(target("exits_after_calls.py"), *ALPHA_ZERO_AND_HUGE, "--max-examples", "10")
     assert done.returncode == 2, done.stdout + done.stderr
-    assert len(re.findall(r"^CRASHED [a-z-]+: ", done.stdout, re.M)) == 2  # a section each
+    # one cause, the same exit in both: one section, and a line for the other invariant
+    assert len(re.findall(r"^\[1\] CRASHED [a-z-]+: ", done.stdout, re.M)) == 1, done.stdout
+    assert re.search(r"^  CRASHED [a-z-]+: the target's process died", done.stdout, re.M)
     assert "the target's process died (exit code 0) in a call of the target" in done.stdout
     assert "0 passed, 0 failed, 2 crashed" in done.stdout  # the summary is still written
 
@@ -182,8 +189,8 @@ def test_a_target_that_ends_its_own_process_is_reported_crashed_never_0() -> Non
 def test_a_segfault_costs_only_its_own_invariant(tmp_path: Path) -> None:
     done = check(target("segfaults.py"), *ALPHA_ZERO_AND_HUGE, "--max-examples", "10", "-j", "2")
     assert done.returncode == 2, done.stdout + done.stderr
-    assert re.search(r"alpha-zero-uniform +identities +CRASHED", done.stdout)
-    assert re.search(r"huge-alpha-concentration +numerics +ok", done.stdout)
+    assert re.search(r"^identities +1 CRASHED \(alpha-zero-uniform\)$", done.stdout, re.M)
+    assert re.search(r"^numerics +1 passed$", done.stdout, re.M)
     assert "killed by signal SIGSEGV" in done.stdout
     assert "1 passed, 0 failed, 1 crashed" in done.stdout
     # the reproduction is the usual script, and it reproduces the crash
@@ -212,8 +219,8 @@ def test_a_call_that_hangs_is_timed_out_and_the_run_goes_on() -> None:
         "1",
     )
     assert done.returncode == 2, done.stdout + done.stderr
-    assert re.search(r"alpha-zero-uniform +identities +TIMEOUT", done.stdout)
-    assert re.search(r"huge-alpha-concentration +numerics +ok", done.stdout)
+    assert re.search(r"^identities +1 TIMEOUT \(alpha-zero-uniform\)$", done.stdout, re.M)
+    assert re.search(r"^numerics +1 passed$", done.stdout, re.M)
     assert "still running after 2 s (--call-timeout)" in done.stdout
     assert "config_1 = ReconstructionLossConfig(" in done.stdout  # the input of that call
     assert time.monotonic() - start < 120
@@ -501,7 +508,7 @@ def test_unknown_invariant_exits_2_and_list_shows_all() -> None:
     assert "oracle-agreement" in listed.stdout and "(opt-in)" in listed.stdout
     # each with its spec references and the wrong implementation it rejects on its own
     output_gradients = by_id("output-gradients")
-    assert f"spec: {', '.join(output_gradients.spec_refs)}" in listed.stdout
+    assert f"spec: {', '.join(output_gradients.all_refs)}" in listed.stdout
     assert f"rejects properties.zoo.wrong:{output_gradients.witness}" in listed.stdout
 
 
@@ -526,7 +533,7 @@ def test_target_from_the_environment() -> None:
 
 def _shown_input(report: str) -> str:
     """The input the first failure section shows (shrunk, or replayed from the database)."""
-    return re.search(r"^(?:minimal )?input \(.*\):\n(.*)$", report, re.M)[1]
+    return re.search(r"^(?:minimal )?input \(.*:\n(.*)$", report, re.M)[1]
 
 
 # The database tests use a mistake that most random inputs show (float64 results for float32
@@ -542,7 +549,8 @@ def test_the_database_replays_a_saved_failure_first(tmp_path: Path) -> None:
     assert again.returncode == 1
     assert _shown_input(again.stdout) == _shown_input(first.stdout)
     assert "replayed from the example database" in again.stdout
-    examples = int(re.search(r"outputs-contract +contract +FAILED +(\d+)", again.stdout)[1])
+    verbose = check(*args, "--profile", "dev", "-v", cwd=tmp_path)
+    examples = int(re.search(r"outputs-contract +contract +FAILED +(\d+)", verbose.stdout)[1])
     assert examples == 1  # the saved failure is tried first
 
 
@@ -617,7 +625,7 @@ def test_the_rerun_line_repeats_the_run_exactly(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    line = done.stdout.split("rerun this invariant: ")[1].splitlines()[0]
+    line = done.stdout.split("    rerun: ")[1].splitlines()[0]
     words = shlex.split(line)
     assert words[:3] == ["recon-spec", "check", f"{wrong}:losses"]
     for option in ("--max-loss", "--max-alpha", "--dtypes", "--max-examples", "--seed"):

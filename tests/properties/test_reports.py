@@ -76,7 +76,7 @@ def test_diagnosis_finds_a_total_that_misses_a_term() -> None:
     )
     tolerance = output_tolerance(case.dtype, length=2, alpha=1.0)
     findings = diagnose(case, observed, reference, tolerance)
-    assert any(f"without the {cc} term" in f for f in findings)
+    assert any(f"without the {cc} term" in f.text for f in findings)
 
 
 def test_diagnosis_names_a_non_finite_output_first() -> None:
@@ -85,7 +85,9 @@ def test_diagnosis_names_a_non_finite_output_first() -> None:
     observed = dict(reference, token_concentration_factor=float("nan"))
     tolerance = output_tolerance(case.dtype, length=case.shape[1], alpha=2.0)
     findings = diagnose(case, observed, reference, tolerance)
-    assert findings[0].startswith("your token_concentration_factor is nan where the spec's is 1")
+    assert findings[0].text.startswith(
+        "your token_concentration_factor is nan where the spec's is 1"
+    )
     # an output that is NaN in the spec too is not a finding
     assert diagnose(case, reference, reference, tolerance) == []
 

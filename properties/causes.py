@@ -1,0 +1,196 @@
+"""Failures grouped by cause: one mistake, one finding, however many invariants it breaks.
+
+A wrong implementation usually breaks several invariants at once: a raw term averaged over
+all tokens of the batch misses the oracle, the alpha = 0 identity, the batch decomposition
+and every gradient of that term. The report names the mistake once: each failure gives the
+evidence it has (its ``signature``), and failures that share evidence share a cause.
+
+Evidence, from the most telling:
+
+* a known variant the diagnosis matched (``("variant", output, variant)``);
+* the state between calls a fresh process's replay found, or an input that failed and then
+  passed (``("state",)``);
+* the exception a call of the target raised (``("raised", type)``);
+* the features of the input that trigger it (``("trigger", feature)``,
+  ``properties.features``);
+* otherwise the outputs it finds off (``("output", name)``), the total aside (it follows
+  from the terms);
+* for a run that could not check an invariant (a crash, a timeout, a missing name, the
+  suite's own error): that outcome.
+
+A cause's *representative* is its most telling failure: one that names a variant, else one
+with a trigger, an exception or state, else the first in the catalogue. The report shows it
+in full and gives each other failure of the cause one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from properties.runner import InvariantResult
+from spec.terms import TOTAL_NAME
+
+#: the statuses that make a cause (a passing, skipped or inapplicable invariant does not)
+PROBLEMS = ("failed", "crashed", "timed out", "error", "not checked")
+#: how much of a cause's text the summary shows
+TEXT_WIDTH = 160
+
+Token = tuple[str, ...]
+
+
+def _first_line(text: str) -> str:
+    stripped = text.strip()
+    return stripped.splitlines()[0] if stripped else ""
+
+
+def signature(result: InvariantResult) -> frozenset[Token]:
+    """The evidence of one failure (module docstring)."""
+    failure = result.failure
+    assert failure is not None
+    if result.status == "crashed":
+        return frozenset({("crashed", _first_line(failure.message).split(" in a call")[0])})
+    if result.status in ("timed out", "error", "not checked"):
+        return frozenset({(result.status, _first_line(failure.message))})
+    tokens: set[Token] = {("variant", output, name) for output, name in failure.variants}
+    if failure.state is not None or failure.flaky:
+        tokens.add(("state",))
+    if failure.raised is not None:
+        tokens.add(("raised", failure.raised))
+    if not tokens:
+        tokens |= {("trigger", feature) for feature in failure.triggers}
+    if not tokens:
+        names = [name for name in failure.failing if name != TOTAL_NAME] or list(failure.failing)
+        tokens |= {("output", name) for name in names} or {("invariant", result.invariant_id)}
+    return frozenset(tokens)
+
+
+@dataclass
+class Cause:
+    """The failures that share a cause, in catalogue order, and the one the report shows."""
+
+    results: list[InvariantResult]
+    representative: InvariantResult
+    evidence: frozenset[Token]
+
+    @property
+    def others(self) -> list[InvariantResult]:
+        return [r for r in self.results if r is not self.representative]
+
+    @property
+    def text(self) -> str:
+        return describe(self.representative)
+
+
+def _rank(result: InvariantResult, position: int) -> tuple[int, ...]:
+    failure = result.failure
+    assert failure is not None
+    named = bool(failure.triggers or failure.raised or failure.state or failure.flaky)
+    return (
+        PROBLEMS.index(result.status),
+        0 if failure.variants else 1,
+        0 if named else 1,
+        position,
+    )
+
+
+def group(results: Sequence[InvariantResult], order: Callable[[str], int]) -> list[Cause]:
+    """The causes of the problems among ``results``, in the order of their representatives
+    in the catalogue (``order``: an invariant id's position there)."""
+    problems = sorted(
+        (r for r in results if r.status in PROBLEMS and r.failure is not None),
+        key=lambda r: order(r.invariant_id),
+    )
+    groups: list[tuple[set[Token], list[InvariantResult]]] = []
+    for result in problems:
+        tokens = set(signature(result))
+        joined = [g for g in groups if g[0] & tokens]
+        for g in joined:
+            groups.remove(g)
+            tokens |= g[0]
+        members = [r for g in joined for r in g[1]] + [result]
+        groups.append((tokens, members))
+    groups = _absorb_explained(groups)
+    causes = []
+    for tokens, members in groups:
+        members.sort(key=lambda r: order(r.invariant_id))
+        best = min(members, key=lambda r: _rank(r, order(r.invariant_id)))
+        causes.append(Cause(members, best, frozenset(tokens)))
+    causes.sort(key=lambda c: _rank(c.representative, order(c.representative.invariant_id)))
+    return causes
+
+
+def _absorb_explained(
+    groups: list[tuple[set[Token], list[InvariantResult]]],
+) -> list[tuple[set[Token], list[InvariantResult]]]:
+    """A group with nothing but outputs off joins the group whose known variants name the
+    most of those outputs (where one does): the variant explains them."""
+    explained = {
+        id(g[1]): {t[1] for t in g[0] if t[0] == "variant"} for g in groups if _has(g[0], "variant")
+    }
+    kept = []
+    for tokens, members in groups:
+        outputs = {t[1] for t in tokens if t[0] == "output"}
+        if outputs and all(t[0] == "output" for t in tokens):
+            overlaps = [
+                (len(outputs & explained[id(g[1])]), n)
+                for n, g in enumerate(groups)
+                if id(g[1]) in explained
+            ]
+            best = max(overlaps, default=(0, -1))
+            if best[0] > 0:
+                home = groups[best[1]]
+                home[0].update(tokens)
+                home[1].extend(members)
+                continue
+        kept.append((tokens, members))
+    return kept
+
+
+def _has(tokens: set[Token], kind: str) -> bool:
+    return any(t[0] == kind for t in tokens)
+
+
+def describe(result: InvariantResult) -> str:
+    """One line that names the cause of ``result``'s failure, from its evidence."""
+    failure = result.failure
+    assert failure is not None
+    if failure.state is not None:
+        return _clip(f"the target keeps state between calls: {failure.state}")
+    if failure.flaky:
+        return _clip(
+            "the same input failed, then passed when tried again: the target keeps state "
+            "between calls or is not deterministic"
+        )
+    if failure.variants:
+        outputs = list(dict.fromkeys(output for output, _ in failure.variants))
+        first = failure.variants[0][1]
+        more = f" (and {len(outputs) - 1} more output{'s' if len(outputs) > 2 else ''})"
+        text = f"{outputs[0]} matches the known variant {first}" + (
+            more if len(outputs) > 1 else ""
+        )
+        return _clip(text)
+    if result.status != "failed" or failure.raised is not None:
+        return _clip(_first_line(failure.message))
+    suffix = ""
+    if failure.non_finite:
+        text = f"{_outputs(failure.non_finite)} NaN or inf where the spec's value is finite"
+        if failure.nan_variants:
+            suffix = f" (as the known variant {failure.nan_variants[0][1].split(' (')[0]} is)"
+    else:
+        text = _first_line(failure.message)
+    if failure.triggers:
+        suffix = f"; triggered by {' and by '.join(failure.triggers)}" + suffix
+    return _clip(text, TEXT_WIDTH - len(suffix)) + suffix
+
+
+def _outputs(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, or ``a and 3 more outputs``: a cause's line stays short."""
+    if len(names) <= 2:
+        return " and ".join(names) + (" are" if len(names) == 2 else " is")
+    return f"{names[0]} and {len(names) - 1} more outputs are"
+
+
+def _clip(text: str, width: int = TEXT_WIDTH) -> str:
+    width = max(width, 40)
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -62,11 +62,17 @@ def summary_text(report: str) -> str:
 
 
 def measure(
-    tree: Path, command: str, target: str, seed: int, timeout: float, save: Path | None = None
+    tree: Path,
+    command: str,
+    target: str,
+    seed: int,
+    timeout: float,
+    save: Path | None = None,
+    jobs: int = 2,
 ) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree), "CI": ""}
     argv = [sys.executable, "-m", "properties.cli", command, target, "--seed", str(seed)]
-    argv += ["--no-database", "-j", "1"]
+    argv += ["--no-database", "-j", str(jobs)]
     start = time.perf_counter()
     process = subprocess.Popen(
         argv, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -109,7 +115,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--only", nargs="+", default=[], help="zoo names to run")
     parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout to run")
-    parser.add_argument("--parallel", type=int, default=2, help="runs at a time")
+    parser.add_argument("--parallel", type=int, default=1, help="runs at a time")
+    parser.add_argument("--jobs", type=int, default=2, help="-j of each run")
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--save", type=Path, help="write each report into this folder")
     args = parser.parse_args()
@@ -118,7 +125,9 @@ def main() -> None:
     jobs = [(e, seed) for e in entries(set(args.only)) for seed in args.seeds]
     with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
         futures = {
-            pool.submit(measure, args.tree, command, target, seed, args.timeout, args.save): (
+            pool.submit(
+                measure, args.tree, command, target, seed, args.timeout, args.save, args.jobs
+            ): (
                 name,
                 seed,
             )

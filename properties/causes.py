@@ -60,6 +60,9 @@ def signature(result: InvariantResult) -> frozenset[Token]:
     if not tokens:
         tokens |= {("trigger", feature) for feature in failure.triggers}
     if not tokens:
+        # a NaN or inf where the spec's value is finite fails every invariant that reads it
+        tokens |= {("non-finite", name) for name in failure.non_finite if name != TOTAL_NAME}
+    if not tokens:
         names = [name for name in failure.failing if name != TOTAL_NAME] or list(failure.failing)
         tokens |= {("output", name) for name in names} or {("invariant", result.invariant_id)}
     return frozenset(tokens)
@@ -123,28 +126,37 @@ def group(results: Sequence[InvariantResult], order: Callable[[str], int]) -> li
 def _absorb_explained(
     groups: list[tuple[set[Token], list[InvariantResult]]],
 ) -> list[tuple[set[Token], list[InvariantResult]]]:
-    """A group with nothing but outputs off joins the group whose known variants name the
-    most of those outputs (where one does): the variant explains them."""
-    explained = {
-        id(g[1]): {t[1] for t in g[0] if t[0] == "variant"} for g in groups if _has(g[0], "variant")
-    }
+    """A group with nothing but outputs off (the weakest evidence) joins the group of
+    stronger evidence (a variant, a trigger, an exception, state) whose failures find the
+    most of those outputs off, where one does: that evidence explains them."""
+    strong = [g for g in groups if any(t[0] != "output" for t in g[0])]
+    outputs = {id(g[1]): _outputs_off(g[1]) for g in strong}
     kept = []
     for tokens, members in groups:
-        outputs = {t[1] for t in tokens if t[0] == "output"}
-        if outputs and all(t[0] == "output" for t in tokens):
-            overlaps = [
-                (len(outputs & explained[id(g[1])]), n)
-                for n, g in enumerate(groups)
-                if id(g[1]) in explained
-            ]
-            best = max(overlaps, default=(0, -1))
-            if best[0] > 0:
-                home = groups[best[1]]
-                home[0].update(tokens)
-                home[1].extend(members)
-                continue
+        if any(t[0] != "output" for t in tokens):
+            kept.append((tokens, members))
+            continue
+        mine = {t[1] for t in tokens}
+        overlaps = [(len(mine & outputs[id(g[1])]), n) for n, g in enumerate(strong)]
+        best = max(overlaps, default=(0, -1))
+        if best[0] > 0:
+            home = strong[best[1]]
+            home[0].update(tokens)
+            home[1].extend(members)
+            continue
         kept.append((tokens, members))
     return kept
+
+
+def _outputs_off(results: list[InvariantResult]) -> set[str]:
+    """The outputs the failures of a group find off (the total aside)."""
+    found: set[str] = set()
+    for result in results:
+        failure = result.failure
+        assert failure is not None
+        found |= set(failure.failing) | set(failure.non_finite)
+        found |= {output for output, _ in failure.variants}
+    return found - {TOTAL_NAME}
 
 
 def _has(tokens: set[Token], kind: str) -> bool:

@@ -10,6 +10,10 @@ has made no call before. Where it passes there, the failure needs calls the run 
 before it: the target keeps state between calls. The fewest of those calls that make the
 failure again in a fresh process are found (the shortest run of calls before it, then its
 first call alone), and the report's script replays them before the failing check.
+
+Last, a shown failure that nothing names yet (no known variant, no exception, no state)
+gets its triggers: the features of its input without which it passes
+(``properties.features``), looked for on the one input shown, not on every failure.
 """
 
 from __future__ import annotations
@@ -63,7 +67,23 @@ def follow_up(
         for cause in causes:
             _look_for_state(supervisor, cause.representative)
         causes = group(list(by_id.values()), order)  # state found is evidence of its own
+        for cause in causes:
+            shown = cause.representative
+            if _needs_triggers(shown):
+                shown.failure.triggers = supervisor.triggers(  # type: ignore[union-attr]
+                    shown.invariant_id,
+                    shown.failure.shown,  # type: ignore[union-attr]
+                )
     return causes
+
+
+def _needs_triggers(result: InvariantResult) -> bool:
+    """Whether the cause ``result`` shows is named by nothing yet: no known variant, no
+    exception of the target, no state, and an input to take features away from."""
+    failure = result.failure
+    if result.status != "failed" or failure is None or failure.shown is None:
+        return False
+    return not (failure.variants or failure.raised or failure.state or failure.flaky)
 
 
 def _look_for_state(supervisor: Supervisor, result: InvariantResult) -> None:
@@ -87,6 +107,7 @@ def _look_for_state(supervisor: Supervisor, result: InvariantResult) -> None:
     ]
     found = _fewest_calls(history, fails_after)
     if found is None:
+        failure.triggers = ()
         failure.state = (
             f"{invariant_id} fails on this input in the run but passes on it in a fresh "
             f"process, also after the {len(history)} calls the run made before it: the "
@@ -94,6 +115,7 @@ def _look_for_state(supervisor: Supervisor, result: InvariantResult) -> None:
         )
         return
     calls, script = found
+    failure.triggers = ()  # found after the state changed: they say nothing of the failure
     count = f"{len(calls)} call{'s' if len(calls) > 1 else ''}"
     failure.state = (
         f"{invariant_id} fails on this input after {count} the run made before it (the "

@@ -18,6 +18,7 @@ from typing import Any
 
 from properties import report
 from properties.causes import Cause
+from properties.options import rerun_command
 from properties.runner import InvariantResult
 
 
@@ -49,6 +50,8 @@ def _records(
         }
         failure = result.failure
         if failure is not None:
+            number, cause = cause_of.get(result.invariant_id, (None, None))
+            shown = cause is not None and cause.representative is result
             section = io.StringIO()
             report.failure_section(
                 invariant,
@@ -58,15 +61,19 @@ def _records(
                 section,
                 no_database=no_database,
                 command=command,
+                title=f"[{number}] " if shown else "",
                 verbose=False,
+                rerun=False,
             )
-            number, cause = cause_of.get(result.invariant_id, (None, None))
+            record["rerun"] = rerun_command(
+                target, invariant.id, options_of(result), no_database=no_database, command=command
+            )
             record.update(
                 input=failure.minimal_input,
                 shape=list(failure.shape) if failure.shape else None,
                 cause=cause.text if cause is not None else failure.message.splitlines()[0],
                 cause_number=number,
-                shown_for_its_cause=cause is not None and cause.representative is result,
+                shown_for_its_cause=shown,
                 message=failure.message,
                 section=section.getvalue().strip("\n"),
             )

@@ -329,8 +329,8 @@ def causes_summary(
     """At most ``SUMMARY_LINES`` lines: each cause, the invariants it broke, its rerun."""
     if not causes:
         return
-    plural = "s" if len(causes) > 1 else ""
-    out.write(f"\n{len(causes)} cause{plural} (one section each below):\n")
+    each = "a section each below" if len(causes) > 1 else "its section below"
+    out.write(f"\n{len(causes)} cause{'s' if len(causes) > 1 else ''} ({each}):\n")
     room = (SUMMARY_LINES - 1) // 3
     shown = causes if len(causes) <= room else causes[: room - 1]
     for number, cause in enumerate(shown, start=1):

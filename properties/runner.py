@@ -367,10 +367,6 @@ def run_invariant(
     if isinstance(error, _TargetEnded):  # unshrunk, like a process that died in a call
         failure.shrunk = False
         return InvariantResult(invariant.id, "crashed", attempts.count, seconds, failure, used_seed)
-    if attempts.last is not None and not (failure.flaky or failure.variants or failure.raised):
-        # a known variant or an exception names the cause: no trigger is looked for
-        failure.triggers = triggers(invariant, implementation, attempts.last[1], observer)
-    seconds = time.perf_counter() - start
     return InvariantResult(invariant.id, "failed", attempts.count, seconds, failure, used_seed)
 
 

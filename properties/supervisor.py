@@ -109,6 +109,9 @@ class _Worker:
     example_starts: list[int] = field(default_factory=list)
     #: a replay's answer: (whether the check failed, the calls as a script)
     replayed: tuple[bool, str] | None = None
+    #: the answer to a ``triggers`` request
+    triggered: tuple[str, ...] | None = None
+    asked: bool = False
 
 
 class Supervisor:
@@ -248,6 +251,20 @@ class Supervisor:
                     self.close()  # what the others are running is abandoned, unreported
                     return
 
+    def triggers(self, invariant_id: str, shown: Any) -> tuple[str, ...]:
+        """The features of the failing input ``shown`` that trigger ``invariant_id``'s
+        failure (``properties.runner.triggers``), found by a worker; none where it died."""
+        worker = next((w for w in self.workers if w.ready and w.request is None), None)
+        worker = worker or self._start_worker()
+        worker.triggered, worker.asked = None, False
+        while worker in self.workers and worker.triggered is None:
+            if worker.ready and not worker.asked:
+                worker.connection.send(("triggers", invariant_id, shown))
+                worker.asked = True
+            for _ in self._wait_and_handle():
+                pass  # no invariant runs meanwhile: no result comes
+        return worker.triggered or ()
+
     def replay(self, replay: Replay) -> tuple[bool, str] | None:
         """Make ``replay``'s calls and check its input in a fresh worker: whether the check
         fails there, and the calls as a script; None where the worker died or hung."""
@@ -324,6 +341,9 @@ class Supervisor:
                 worker.log.append(message[1])
                 worker.call_started = time.monotonic()
             elif kind == "returned":
+                worker.call_started = None
+            elif kind == "triggered":
+                worker.triggered, worker.asked = message[1], False
                 worker.call_started = None
             elif kind == "replayed":
                 worker.replayed = (message[1], message[2])

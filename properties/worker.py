@@ -21,10 +21,12 @@ worker -> supervisor                   meaning
 supervisor -> worker
 ``("run", WorkRequest)``               run one invariant
 ``("replay", Replay)``                 make some calls, then check one input (-> ``replayed``)
+``("triggers", id, input)``            the features of a failing input that trigger it
 ``("bound",)``                         another invariant failed: bound shrinking from now
 ``("stop",)``                          exit
 worker -> supervisor, to a replay
 ``("replayed", failed, script)``       whether the check failed, and the calls as a script
+``("triggered", features)``            the answer to ``triggers``
 =====================================  ==================================================
 
 A worker started for a replay (``plain_input`` None) makes no call before it: a target
@@ -192,6 +194,13 @@ def main(
             return
         if message[0] == "bound":
             reporter.bounded = True
+            continue
+        if message[0] == "triggers":
+            from properties.runner import triggers
+
+            _, invariant_id, shown = message
+            found = triggers(by_id(invariant_id), implementation, shown, reporter)
+            connection.send(("triggered", found))
             continue
         if message[0] == "replay":
             replayed = _replay(message[1], implementation, by_id, target, reporter)

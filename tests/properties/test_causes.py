@@ -1,0 +1,114 @@
+"""Failures grouped by cause (properties/causes.py): the evidence each failure gives, the
+groups it makes, the failure each group shows, and the line that names it."""
+
+from __future__ import annotations
+
+from properties.causes import describe, group, signature
+from properties.runner import Failure, InvariantResult
+
+ORDER = ["a", "b", "c", "d", "e", "f"]
+
+
+def result(
+    invariant_id: str, status: str = "failed", message: str = "x differs", **fields
+) -> InvariantResult:
+    failure = Failure(message=message, minimal_input="", reproduction="", **fields)
+    return InvariantResult(invariant_id, status, 1, 0.0, failure)
+
+
+def causes(*results: InvariantResult):
+    return group(list(results), ORDER.index)
+
+
+def test_failures_that_name_the_same_variant_are_one_cause_shown_by_the_first() -> None:
+    raw = ("reconstruction_loss", "global-token-mean (sum of l over all valid tokens)")
+    dist = ("distribution_normalized_reconstruction_loss", "global-token-mean / c")
+    found = causes(
+        result("c", variants=(raw,)),
+        result("a", variants=(raw, dist)),
+        result("b", variants=(dist,)),
+    )
+    assert len(found) == 1
+    assert [r.invariant_id for r in found[0].results] == ["a", "b", "c"]
+    assert found[0].representative.invariant_id == "a"
+    assert found[0].text.startswith("reconstruction_loss matches the known variant global-token")
+
+
+def test_outputs_off_join_the_variant_that_explains_them_and_others_stay_apart() -> None:
+    raw = ("reconstruction_loss", "global-token-mean")
+    found = causes(
+        result("a", variants=(raw,)),
+        result("b", failing=("reconstruction_loss", "total_reconstruction_loss")),
+        result("c", failing=("token_concentration_factor",)),
+    )
+    assert [[r.invariant_id for r in c.results] for c in found] == [["a", "b"], ["c"]]
+
+
+def test_a_trigger_is_evidence_and_names_the_cause() -> None:
+    padding = "NaN at padded positions"
+    found = causes(
+        result("b", failing=("reconstruction_loss",), triggers=(padding,)),
+        result("d", failing=("token_weighted_base_loss",), triggers=(padding,)),
+        result("a", failing=("token_concentration_factor",), triggers=("alpha = 0.0",)),
+    )
+    assert [[r.invariant_id for r in c.results] for c in found] == [["a"], ["b", "d"]]
+    assert found[1].text.endswith("triggered by NaN at padded positions")
+
+
+def test_a_failure_with_a_variant_is_shown_before_the_first_of_the_catalogue() -> None:
+    raw = ("reconstruction_loss", "global-token-mean")
+    found = causes(
+        result("a", failing=("reconstruction_loss",)),
+        result("e", variants=(raw,), failing=("reconstruction_loss",)),
+    )
+    assert len(found) == 1 and found[0].representative.invariant_id == "e"
+
+
+def test_a_crash_and_a_failure_are_two_causes_and_the_failure_comes_first() -> None:
+    crashed = result(
+        "a", "crashed", "the target's process died (killed by signal SIGSEGV) in a call"
+    )
+    found = causes(crashed, result("b", failing=("reconstruction_loss",)))
+    assert [c.representative.status for c in found] == ["failed", "crashed"]
+    assert signature(crashed) == frozenset(
+        {("crashed", "the target's process died (killed by signal SIGSEGV)")}
+    )
+
+
+def test_state_between_calls_is_one_cause_whatever_the_outputs() -> None:
+    found = causes(
+        result("a", failing=("reconstruction_loss",), state="a fails after 1 call"),
+        result("b", failing=("token_concentration_factor",), flaky=True),
+    )
+    assert len(found) == 1
+    assert describe(found[0].representative).startswith(
+        "the target keeps state between calls: a fails after 1 call"
+    )
+
+
+def test_non_finite_outputs_say_so_with_the_variant_that_gives_the_same_nan() -> None:
+    failure = result(
+        "a",
+        non_finite=("token_concentration_factor",),
+        nan_variants=(("token_concentration_factor", "ratio-of-means (mean btok / mean bbar)"),),
+        triggers=("a row whose valid b are all 0",),
+    )
+    text = describe(failure)
+    assert text.startswith("token_concentration_factor is NaN or inf where the spec's value")
+    assert "triggered by a row whose valid b are all 0" in text
+    assert "(as the known variant ratio-of-means is)" in text
+
+
+def test_the_summary_shows_a_few_causes_and_counts_the_rest() -> None:
+    import io
+
+    from properties.report import SUMMARY_LINES, causes_summary
+
+    found = causes(*(result(i, failing=(f"output_{i}",)) for i in ORDER))
+    assert len(found) == len(ORDER)
+    out = io.StringIO()
+    causes_summary(found, "t:f", lambda r: {"seed": 1}, out)
+    lines = out.getvalue().strip("\n").splitlines()
+    assert len(lines) <= SUMMARY_LINES
+    shown = sum(line.startswith("[") for line in lines)
+    assert lines[-1].startswith(f"... and {len(ORDER) - shown} more causes ({len(ORDER) - shown} ")

@@ -52,7 +52,7 @@ from properties.diagnosis import diagnose_violation
 from properties.escapes import TargetRaised
 from properties.features import features_of
 from properties.invariant import Invariant, InvariantViolation, NamedInput
-from properties.strategies import DEFAULT_DOMAIN, Domain
+from properties.strategies import DEFAULT_DOMAIN, Domain, make_valid
 from properties.target import CallObserver, Implementation, Probe
 from spec.terms import TOTAL
 
@@ -343,6 +343,8 @@ def run_invariant(
             ended = isinstance(found, _TargetEnded)
             shown = attempts.last is not None  # None: hypothesis failed before a draw
             if shown and not ended and not _bounded(attempts) and Phase.shrink in phases:
+                if not attempts.flaky:
+                    error = _fewer_cells(invariant, implementation, observer, attempts, error)
                 unsaved = not store.save(attempts.last[1])  # minimal: tried first next run
             # A smaller input that fails the same way makes the edge case redundant; one
             # that fails another way leaves it a second finding worth a line.
@@ -394,6 +396,65 @@ def triggers(
         if probe.escaped is None:
             found.append(description)
     return tuple(found)
+
+
+def _fewer_cells(
+    invariant: Invariant,
+    implementation: Implementation,
+    observer: CallObserver | None,
+    attempts: _Attempts,
+    error: BaseException,
+) -> BaseException:
+    """The shrunk failing input, with fewer cells where that still fails the same way.
+
+    Hypothesis deletes an example or a token of a row, but not both at once: a failure
+    that needs one padded position, found as two rows of different lengths, stays at
+    2 x 2 where one row of a valid and a padded position (1 x 2) shows it. So an input
+    that is one ``LossCase`` is tried without each of its rows, and without each of its
+    columns (a position of every row), as long as one of them still fails the same way;
+    ``attempts.last`` and the returned error are then the smaller input's."""
+    assert attempts.last is not None
+    drawn = attempts.last[1]
+    if not isinstance(drawn, LossCase) or not isinstance(error, InvariantViolation):
+        return error
+    improved = True
+    while improved:
+        improved = False
+        for smaller in _smaller_cases(drawn):
+            probe = invariant.probe(implementation, observer)
+            attempts.count += 1  # an input tried, as the observer is told
+            if observer is not None:
+                observer.example_started()
+            try:
+                check_once(invariant, probe, smaller)
+            except InvariantViolation as again:
+                if probe.escaped is None and _same_failure(again, error):
+                    drawn, error, attempts.last = smaller, again, (probe, smaller)
+                    attempts.failed_example = attempts.count
+                    improved = True
+                    break
+            except Exception:
+                continue  # another failure, or outside the invariant's inputs
+    return error
+
+
+def _smaller_cases(case: LossCase) -> list[LossCase]:
+    """``case`` without one of its rows, then without one of its columns: valid inputs
+    (a valid token left) of fewer cells."""
+    batch, length = case.shape
+    found = []
+    for i in range(batch):
+        keep = [k for k in range(batch) if k != i]
+        rows = [tuple(rows[k] for k in keep) for rows in (case.token_nll, case.zfree_token_nll)]
+        found.append(case.with_rows(*rows, tuple(case.mask[k] for k in keep)))
+    for t in range(length):
+
+        def without(rows: tuple, t: int = t) -> tuple:
+            return tuple(row[:t] + row[t + 1 :] for row in rows)
+
+        rows = (without(case.token_nll), without(case.zfree_token_nll), without(case.mask))
+        found.append(case.with_rows(*rows))
+    return [make_valid(c) for c in found if c.shape[0] and any(any(r) for r in c.mask)]
 
 
 def check_once(invariant: Invariant, probe: Probe, value: Any) -> None:

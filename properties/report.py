@@ -49,8 +49,8 @@ def header(
     note: str = "",
     verbose: bool = False,
 ) -> None:
-    out.write(f"recon-spec {command}: {target}\n")
-    out.write(f"profile {profile}, {count} invariants{note}\n\n")
+    counted = f"{count} invariant{'s' if count != 1 else ''}"
+    out.write(f"recon-spec {command}: {target} (profile {profile}, {counted}{note})\n\n")
     if verbose:
         out.write(f"{'invariant':<32} {'group':<11} {'result':<7} {'examples':>8} {'time':>8}\n")
     out.flush()
@@ -231,17 +231,21 @@ def failure_section(
             ]
         )
     if failure.diagnosis:
-        blocks.append(
-            [
-                "likely cause (the outputs observed above, against the spec's):",
-                *(f"  - {finding}" for finding in failure.diagnosis),
-            ]
-        )
+        if verbose:
+            heading = "likely cause (the outputs observed above, against the spec's):"
+            blocks.append([heading, *(f"  - {finding}" for finding in failure.diagnosis)])
+        else:  # the first finding on the heading's line
+            first, *others = failure.diagnosis
+            blocks.append([f"likely cause: {first}", *(f"{'':14}{o}" for o in others)])
     if failure.triggers:
         blocks.append(
             [f"triggered by {' and by '.join(failure.triggers)}: without it, this input passes"]
         )
-    blocks += _input_lines(result)
+    shown_input = _input_lines(result)
+    if not verbose and shown_input:  # the input on the line that says what it is
+        *notes, (*heads, head, value) = shown_input
+        shown_input = [*notes, [*heads, f"{head} {value.strip()}"]]
+    blocks += shown_input
     if failure.traceback:
         blocks.append(["traceback:", *failure.traceback.rstrip().splitlines()])
     if failure.reproduction:

@@ -97,6 +97,12 @@ def render_call(index: int, call: Call) -> list[str]:
     return lines
 
 
+def expectation_lines(message: str) -> list[str]:
+    """The failure's message as the script's closing comments: what the spec expects."""
+    first, *rest = message.splitlines() or [""]
+    return [f"# What the spec expects: {first}".rstrip(), *(f"# {line}".rstrip() for line in rest)]
+
+
 def replay_call(probe, call: Call) -> None:
     """Make a recorded call again through ``probe``: its input, and the gradients it asked
     for (a call on tensors a ``LossCase`` cannot hold is left out)."""
@@ -147,6 +153,5 @@ def render(
         if index == before:
             lines += ["", "# The failing check:"]
         lines.append("")
-    lines.append("# What the spec expects:")
-    lines += [f"# {line}".rstrip() for line in message.splitlines()]
+    lines += expectation_lines(message)
     return "\n".join(lines)

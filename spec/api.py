@@ -68,7 +68,7 @@ class ConfigField:
     flag: str | None = None
 
 
-#: the five weight defaults, in the order of the terms: the seed's raw_weight = 1.0, the rest 0
+#: the weight defaults, in the order of the terms: the seed's raw_weight = 1.0, the rest 0
 _WEIGHT_DEFAULTS = {RAW.name: 1.0}
 
 RECONSTRUCTION_FIELDS: tuple[ConfigField, ...] = (
@@ -176,7 +176,7 @@ def effective_weights(values: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-#: the seven trainer flags -> the ReconstructionLossConfig field each sets, in the seed's order
+#: the trainer flags -> the ReconstructionLossConfig field each sets, in the seed's order
 FLAGS: dict[str, str] = {f.flag: f.name for f in RECONSTRUCTION_FIELDS if f.flag is not None}
 #: the old boolean the redesign removes (seed, "CLI surface", "Migration stance") ...
 REMOVED_FLAG = "--normalize-reconstruction-loss"

@@ -35,7 +35,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, make_dataclass
-from typing import NamedTuple, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 import sympy as sp
 
@@ -106,6 +106,10 @@ class Token(NamedTuple):
     t: sp.Expr | int
 
 
+#: which extreme ``Tokens.extreme`` takes
+Extreme = Literal["max", "min"]
+
+
 class Tokens(ABC):
     """The valid tokens ``V_i`` of one example."""
 
@@ -117,6 +121,37 @@ class Tokens(ABC):
     @abstractmethod
     def total(self, f: Callable[[Token], sp.Expr], *, index: sp.Symbol = sym.t) -> sp.Expr:
         """``sum_{t in V_i} f(token t)``; ``index`` names the summation index."""
+
+    @abstractmethod
+    def extreme(
+        self, f: Callable[[Token], sp.Expr], kind: Extreme, *, index: sp.Symbol = sym.t
+    ) -> sp.Expr:
+        """``max_{t in V_i} f(token t)`` (``kind`` "max") or its ``min``."""
+
+
+class TokenExtreme(sp.Function):
+    """``max_{index = 1..count} f`` or its ``min`` at a symbolic count: ``(f, index, count,
+    kind)``, kind 1 for the maximum and -1 for the minimum. ``index`` is bound (not a free
+    symbol); the expression is a constant of every token loss ``l`` (its derivative in
+    anything ``f`` does not hold is 0)."""
+
+    @classmethod
+    def eval(cls, summand: sp.Expr, index: sp.Symbol, count: sp.Expr, kind: sp.Integer):
+        # the extreme of a constant over n >= 1 tokens is the constant
+        if index not in summand.free_symbols:
+            return summand
+        return None
+
+    @property
+    def free_symbols(self) -> set[sp.Basic]:
+        summand, index, count, _ = self.args
+        inner = {x for x in summand.free_symbols if index not in x.free_symbols}
+        return inner | count.free_symbols
+
+    def _latex(self, printer: sp.printing.latex.LatexPrinter) -> str:
+        summand, index, _, kind = self.args
+        name = r"\max" if kind == 1 else r"\min"
+        return rf"{name}_{{{printer._print(index)}}} {printer._print(summand)}"
 
 
 @dataclass(frozen=True)
@@ -147,6 +182,11 @@ class ExplicitTokens(Tokens):
     def total(self, f: Callable[[Token], sp.Expr], *, index: sp.Symbol = sym.t) -> sp.Expr:
         return sp.Add(*(f(token) for token in self.tokens))
 
+    def extreme(
+        self, f: Callable[[Token], sp.Expr], kind: Extreme, *, index: sp.Symbol = sym.t
+    ) -> sp.Expr:
+        return (sp.Max if kind == "max" else sp.Min)(*(f(token) for token in self.tokens))
+
     @classmethod
     def symbols(cls, count: int, *, prefix: str = "", positive_b: bool = False) -> ExplicitTokens:
         """Fresh token symbols ``l_1 .. l_n``, ``b_1 .. b_n`` (see ``symbols.token_symbols``)."""
@@ -172,6 +212,11 @@ class IndexedTokens(Tokens):
 
     def total(self, f: Callable[[Token], sp.Expr], *, index: sp.Symbol = sym.t) -> sp.Expr:
         return sp.Sum(f(self.token(index)), (index, 1, self.n))
+
+    def extreme(
+        self, f: Callable[[Token], sp.Expr], kind: Extreme, *, index: sp.Symbol = sym.t
+    ) -> sp.Expr:
+        return TokenExtreme(f(self.token(index)), index, self.n, 1 if kind == "max" else -1)
 
 
 # ---------------------------------------------------------------------------------------

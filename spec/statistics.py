@@ -1,11 +1,12 @@
 r"""The per-example statistics: one record each, the vocabulary of every per-example quantity.
 
-A term is a batch mean of per-example statistics (MATH.md, "Per example"): ``lbar_i``,
-``bbar_i``, ``ltok_i``, ``btok_i``, ``kappa_i``. Each ``Statistic`` says what one of them is and
-how it is written: its name (the attribute of an example that holds it), the assumptions of
-its symbol, its LaTeX, its formula (in terms of the example's tokens and shares and of the
-statistics before it; ``spec.definitions.Example`` has it as the property of that name),
-and what the oracle reports for a dropped (empty) row.
+A term is a batch mean of per-example statistics (MATH.md, "Per example"), ``STATISTICS``
+below. Each ``Statistic`` says what one of them is and how it is written: its name (the
+attribute of an example that holds it), the assumptions of its symbol, its LaTeX, its
+formula (in terms of the example's tokens, their sums and extremes, ``Tokens.total`` and
+``Tokens.extreme``, its shares and the statistics before it; ``spec.definitions.Example``
+has it as the property of that name), and what the oracle reports for a dropped (empty)
+row.
 
 Everything per-example derives from ``STATISTICS``: ``ExampleSummary`` (an example seen
 only through its statistics), the indexed symbols and their LaTeX (``spec.symbols``), the

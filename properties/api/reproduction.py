@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from properties.api.module import api_parts
 from properties.api.probe import ApiCall, short
+from properties.reproduction import expectation_lines
 from properties.target import is_file_target
 
 
@@ -76,6 +77,5 @@ def render_api(
     ]
     for call in calls:
         lines += [*call_lines(call), ""]
-    lines.append("# What the spec expects:")
-    lines += [f"# {line}".rstrip() for line in message.splitlines()]
+    lines += expectation_lines(message)
     return "\n".join(lines)

@@ -533,7 +533,8 @@ def test_target_from_the_environment() -> None:
 
 def _shown_input(report: str) -> str:
     """The input the first failure section shows (shrunk, or replayed from the database)."""
-    return re.search(r"^(?:minimal )?input \(.*:\n(.*)$", report, re.M)[1]
+    found = re.search(r"^(?:minimal )?input \(.*?:(?: (\S.*))?\n(.*)$", report, re.M)
+    return found[1] or found[2]
 
 
 # The database tests use a mistake that most random inputs show (float64 results for float32

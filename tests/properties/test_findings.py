@@ -40,7 +40,7 @@ def summary_of(report: str) -> list[str]:
 def epsilon_as_floor() -> subprocess.CompletedProcess:
     """One whole check of a one-mistake implementation, shared by the tests below."""
     wrong = "properties.zoo.wrong:epsilon_as_floor"
-    return run_cli("check", wrong, "--profile", "ci", "--no-database")
+    return run_cli("check", wrong, "--profile", "ci", "--max-examples", "10", "--no-database")
 
 
 @pytest.mark.heavy
@@ -63,7 +63,7 @@ def test_one_mistake_is_one_cause_with_one_section(epsilon_as_floor) -> None:
 def test_verbose_gives_every_failing_invariant_its_section() -> None:
     done = run_cli(
         "check", "properties.zoo.wrong:epsilon_as_floor", "-i", "values", "-v",
-        "--profile", "ci", "--no-database",
+        "--profile", "ci", "--max-examples", "10", "--no-database",
     )  # fmt: skip
     assert done.returncode == 1
     sections = re.findall(r"^FAILED ([a-z-]+):", done.stdout, re.M)
@@ -150,7 +150,7 @@ def test_an_adapter_with_its_own_names_passes_the_validation_group() -> None:
 def test_maxfail_stops_and_gives_the_status_of_what_ran() -> None:
     done = run_cli(
         "check", "properties.zoo.wrong:global_token_mean", "--maxfail", "1", "-j", "1",
-        "--profile", "ci", "--no-database",
+        "--profile", "ci", "--max-examples", "10", "--no-database",
     )  # fmt: skip
     assert done.returncode == 1, done.stdout
     tally = re.search(r"^(\d+) passed, (\d+) failed", done.stdout, re.M)
@@ -160,6 +160,7 @@ def test_maxfail_stops_and_gives_the_status_of_what_ran() -> None:
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 def test_exitfirst_on_a_target_that_hangs_gives_its_verdict_in_seconds() -> None:
     start = time.monotonic()
     done = run_cli("check", target("hangs.py"), "-x", "--call-timeout", "2", "--no-database")
@@ -174,6 +175,7 @@ def test_exitfirst_on_a_target_that_hangs_gives_its_verdict_in_seconds() -> None
 
 def test_one_command_checks_the_stack_and_the_api() -> None:
     args = ("-i", "oracle-agreement", "-i", "total-loss-weighted-sum", "--profile", "ci")
+    args += ("--max-examples", "10")
     both = run_cli("check", "--api", "recon_impl", *args, "--no-database")
     assert both.returncode == 0, both.stdout
     assert "recon-spec check: recon_impl" in both.stdout

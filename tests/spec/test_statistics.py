@@ -75,3 +75,19 @@ def test_the_document_shows_each_statistic_through_those_it_is_built_from() -> N
     for statistic in STATISTICS:
         lhs = latex(statistic.indexed[sym.i])
         assert f"{lhs} &= {latex(statistic_formula(statistic.name))}" in document
+
+
+def test_a_statistic_may_take_the_extremes_of_its_tokens() -> None:
+    # the largest and smallest b of an example, as a statistic built from them would use:
+    # Max and Min on an explicit batch, max_t and min_t at a symbolic count
+    tokens = ExplicitTokens.symbols(3)
+    spread = tokens.extreme(lambda tok: tok.base, "max") - tokens.extreme(
+        lambda tok: tok.base, "min"
+    )
+    values = {tok.base: v for tok, v in zip(tokens.tokens, (2.0, 5.0, 0.5), strict=True)}
+    assert spread.subs(values) == 4.5
+    example = indexed_example()
+    largest = example.tokens.extreme(lambda tok: tok.base, "max")
+    assert latex(largest).startswith(r"\max_{t}")
+    assert sym.t not in largest.free_symbols  # the index is bound
+    assert sp.diff(largest, example.tokens.token(sym.t).loss) == 0  # no l in it

@@ -73,6 +73,9 @@ def assert_values_close(
             observed={n: observed[n] for n in names},
             case=case,
             failing=tuple(failing),
+            non_finite=tuple(
+                n for n in failing if math.isfinite(expected[n]) and not math.isfinite(observed[n])
+            ),
         )
 
 
@@ -105,4 +108,6 @@ def assert_tensor_close(
             f"  expected {expected.tolist()}",
             case=case,
             failing=failing,
+            # a NaN or inf entry where the closed form is finite
+            non_finite=failing if bool((~observed.isfinite() & expected.isfinite()).any()) else (),
         )

@@ -57,8 +57,8 @@ def signature(result: InvariantResult) -> frozenset[Token]:
         tokens.add(("state",))
     if failure.raised is not None:
         tokens.add(("raised", failure.raised))
-    if not tokens:
-        tokens |= {("trigger", feature) for feature in failure.triggers}
+    if not failure.variants:
+        tokens |= {("trigger", kind) for kind in failure.trigger_kinds}
     if not tokens:
         # a NaN or inf where the spec's value is finite fails every invariant that reads it
         tokens |= {("non-finite", name) for name in failure.non_finite if name != TOTAL_NAME}
@@ -126,17 +126,17 @@ def group(results: Sequence[InvariantResult], order: Callable[[str], int]) -> li
 def _absorb_explained(
     groups: list[tuple[set[Token], list[InvariantResult]]],
 ) -> list[tuple[set[Token], list[InvariantResult]]]:
-    """A group with nothing but outputs off (the weakest evidence) joins the group of
-    stronger evidence (a variant, a trigger, an exception, state) whose failures find the
-    most of those outputs off, where one does: that evidence explains them."""
-    strong = [g for g in groups if any(t[0] != "output" for t in g[0])]
+    """A group with nothing but outputs off or NaN (the weakest evidence) joins the group
+    of stronger evidence (a variant, a trigger, an exception, state) whose failures find
+    the most of those outputs off, where one does: that evidence explains them."""
+    strong = [g for g in groups if not _weak(g[0])]
     outputs = {id(g[1]): _outputs_off(g[1]) for g in strong}
     kept = []
     for tokens, members in groups:
-        if any(t[0] != "output" for t in tokens):
+        if not _weak(tokens):
             kept.append((tokens, members))
             continue
-        mine = {t[1] for t in tokens}
+        mine = {t[1] for t in tokens}  # the outputs its tokens name
         overlaps = [(len(mine & outputs[id(g[1])]), n) for n, g in enumerate(strong)]
         best = max(overlaps, default=(0, -1))
         if best[0] > 0:
@@ -146,6 +146,14 @@ def _absorb_explained(
             continue
         kept.append((tokens, members))
     return kept
+
+
+#: evidence that only says what is off, not why: a group of it alone joins a group of more
+WEAK = ("output", "non-finite")
+
+
+def _weak(tokens: set[Token]) -> bool:
+    return all(t[0] in WEAK for t in tokens)
 
 
 def _outputs_off(results: list[InvariantResult]) -> set[str]:
@@ -175,17 +183,13 @@ def describe(result: InvariantResult) -> str:
             "between calls or is not deterministic"
         )
     if failure.variants:
-        outputs = list(dict.fromkeys(output for output, _ in failure.variants))
-        first = failure.variants[0][1]
-        more = f" (and {len(outputs) - 1} more output{'s' if len(outputs) > 2 else ''})"
-        text = f"{outputs[0]} matches the known variant {first}" + (
-            more if len(outputs) > 1 else ""
-        )
-        return _clip(text)
-    if result.status != "failed" or failure.raised is not None:
+        return _clip(_variant_text(failure.variants))
+    if result.status != "failed":
         return _clip(_first_line(failure.message))
     suffix = ""
-    if failure.non_finite:
+    if failure.raised is not None:
+        text = _first_line(failure.message)
+    elif failure.non_finite:
         text = f"{_outputs(failure.non_finite)} NaN or inf where the spec's value is finite"
         if failure.nan_variants:
             suffix = f" (as the known variant {failure.nan_variants[0][1].split(' (')[0]} is)"
@@ -194,6 +198,20 @@ def describe(result: InvariantResult) -> str:
     if failure.triggers:
         suffix = f"; triggered by {' and by '.join(failure.triggers)}" + suffix
     return _clip(text, TEXT_WIDTH - len(suffix)) + suffix
+
+
+def _variant_text(variants: Sequence[tuple[str, str]]) -> str:
+    """The known variant that the most outputs match (a mistake shows in every output built
+    the wrong way: kappa taken from l moves kappa and R_cc), and those outputs."""
+    families: dict[str, list[tuple[str, str]]] = {}
+    for output, title in variants:
+        families.setdefault(title.split()[0], []).append((output, title))
+    chosen = max(families.values(), key=len)
+    outputs = list(dict.fromkeys(output for output, _ in chosen))
+    more = f" (and {len(outputs) - 1} more output{'s' if len(outputs) > 2 else ''})"
+    return f"{outputs[0]} matches the known variant {chosen[0][1]}" + (
+        more if len(outputs) > 1 else ""
+    )
 
 
 def _outputs(names: Sequence[str]) -> str:

@@ -33,8 +33,10 @@ LARGE = 1e3
 
 @dataclass(frozen=True)
 class Feature:
-    """Something an input may have; ``describe`` names it as the report says it."""
+    """Something an input may have: its ``kind`` (what failures that share it share) and
+    ``describe``, which names it as the report says it."""
 
+    kind: str
     present: Callable[[LossCase], bool]
     without: Callable[[LossCase], LossCase]
     describe: Callable[[LossCase], str]
@@ -120,6 +122,25 @@ def _without_zero_base_tokens(case: LossCase) -> LossCase:
     return replace(case, zfree_token_nll=zfree)
 
 
+def _zero_rows(case: LossCase, rows: Rows) -> list[int]:
+    """The kept rows of ``rows`` (l or b) whose valid values are all 0."""
+    return [
+        i
+        for i, (row, mask_row) in enumerate(zip(rows, case.mask, strict=True))
+        if any(mask_row) and all(v == 0 for v, valid in zip(row, mask_row, strict=True) if valid)
+    ]
+
+
+def _without_zero_rows(case: LossCase, field: str) -> LossCase:
+    rows = getattr(case, field)
+    zero = set(_zero_rows(case, rows))
+    changed = tuple(
+        tuple(1.0 if valid and i in zero else v for v, valid in zip(row, mask_row, strict=True))
+        for i, (row, mask_row) in enumerate(zip(rows, case.mask, strict=True))
+    )
+    return replace(case, **{field: changed})
+
+
 def _without_empty_rows(case: LossCase) -> LossCase:
     kept = [i for i, row in enumerate(case.mask) if any(row)]
 
@@ -163,6 +184,7 @@ def _parameter_feature(parameter: Parameter) -> Feature:
         return getattr(case.config, parameter.field)
 
     return Feature(
+        kind=parameter.name,
         present=lambda case: value(case) != parameter.default,
         without=lambda case: case.with_config(**{parameter.field: parameter.default}),
         describe=lambda case: f"{parameter.name} = {value(case)!r}",
@@ -176,21 +198,31 @@ def _in_float32(case: LossCase) -> LossCase:
 
 FEATURES: tuple[Feature, ...] = (
     Feature(
+        kind="padding values",
         present=lambda case: any(v != 0 for v in _padded(case)),
         without=_without_padding,
         describe=_padding_values,
     ),
     Feature(
+        kind="zero-base row",
         present=lambda case: bool(_zero_base_rows(case)),
         without=_without_zero_base_rows,
         describe=lambda case: "a row whose valid b are all 0",
     ),
     Feature(
+        kind="zero b",
         present=_has_zero_base_token,
         without=_without_zero_base_tokens,
         describe=lambda case: "b = 0 at a valid position beside positive ones",
     ),
     Feature(
+        kind="zero-loss row",
+        present=lambda case: bool(_zero_rows(case, case.token_nll)),
+        without=lambda case: _without_zero_rows(case, "token_nll"),
+        describe=lambda case: "a row whose valid l are all 0",
+    ),
+    Feature(
+        kind="empty row",
         present=lambda case: (
             any(not any(row) for row in case.mask) and any(any(row) for row in case.mask)
         ),
@@ -198,21 +230,25 @@ FEATURES: tuple[Feature, ...] = (
         describe=lambda case: "an empty row (no valid token)",
     ),
     Feature(
+        kind="low precision",
         present=lambda case: case.dtype in (torch.bfloat16, torch.float16),
         without=_in_float32,
-        describe=lambda case: f"{DTYPE_NAMES[case.dtype]} inputs",
+        describe=lambda case: f"low-precision inputs ({DTYPE_NAMES[case.dtype]})",
     ),
     Feature(
+        kind="tiny losses",
         present=lambda case: any(_is_tiny(v) for v in _valid_values(case)),
         without=lambda case: _replace_values(case, _is_tiny),
         describe=lambda case: f"tiny losses (below {TINY:g})",
     ),
     Feature(
+        kind="large losses",
         present=lambda case: any(_is_large(v) for v in _valid_values(case)),
         without=lambda case: _replace_values(case, _is_large),
         describe=lambda case: f"large losses ({LARGE:g} or more)",
     ),
     Feature(
+        kind="integer mask",
         present=lambda case: case.mask_dtype != torch.bool,
         without=lambda case: replace(case, mask_dtype=torch.bool),
         describe=lambda case: f"an integer mask ({str(case.mask_dtype).removeprefix('torch.')})",
@@ -221,9 +257,9 @@ FEATURES: tuple[Feature, ...] = (
 )
 
 
-def features_of(value: object) -> list[tuple[str, object]]:
-    """The features of the input ``value`` (every ``LossCase`` in it), each as its
-    description and ``value`` without it (a valid input)."""
+def features_of(value: object) -> list[tuple[Feature, str, object]]:
+    """The features of the input ``value`` (every ``LossCase`` in it), each with its
+    description there and ``value`` without it (a valid input)."""
     cases = cases_in(value)
     found = []
     for feature in FEATURES:
@@ -234,5 +270,5 @@ def features_of(value: object) -> list[tuple[str, object]]:
         def take_away(case: LossCase, feature: Feature = feature) -> LossCase:
             return make_valid(feature.without(case)) if feature.present(case) else case
 
-        found.append((feature.describe(having[0]), map_cases(value, take_away)))
+        found.append((feature, feature.describe(having[0]), map_cases(value, take_away)))
     return found

@@ -27,6 +27,10 @@ from properties.supervisor import Supervisor
 from properties.target import Call
 from properties.worker import Replay, WorkRequest
 
+#: invariants followed up at most in one run: each new representative is shrunk to the end
+#: and looked at, and evidence found that way may regroup the causes (a bound on the cost)
+MOST_FOLLOWED = 8
+
 
 def follow_up(
     supervisor: Supervisor,
@@ -42,48 +46,39 @@ def follow_up(
     order = positions.__getitem__
     by_id = {r.invariant_id: r for r in results}
     wanted = {r.invariant_id: r for r in requests}
-    rerun: set[str] = set()
-    while True:
-        # a representative shrunk to the end may show other evidence, and so regroup the
-        # causes around another representative: until every one shown is shrunk
+    done: set[str] = set()
+    while len(done) < MOST_FOLLOWED:
+        # each step may show other evidence, and so regroup the causes around another
+        # representative: until every one shown has been shrunk and looked at
         causes = group(list(by_id.values()), order)
-        todo = [
-            c.representative
-            for c in causes
-            if c.representative.status == "failed"
-            and c.representative.failure is not None
-            and c.representative.failure.bounded
-            and c.representative.invariant_id not in rerun
-        ]
+        todo = [c.representative for c in causes if c.representative.invariant_id not in done]
         if not todo:
             break
         for shown in todo:
-            rerun.add(shown.invariant_id)
-            request = replace(wanted[shown.invariant_id], shrink_budget=None, full_shrink=True)
-            (again,) = supervisor.run([request])
-            if again.status == "failed" and again.failure is not None:
-                by_id[shown.invariant_id] = replace(shown, failure=again.failure)
-    if kind == "stack":
-        for cause in causes:
-            _look_for_state(supervisor, cause.representative)
-        causes = group(list(by_id.values()), order)  # state found is evidence of its own
-        for cause in causes:
-            shown = cause.representative
-            if _needs_triggers(shown):
-                shown.failure.triggers = supervisor.triggers(  # type: ignore[union-attr]
-                    shown.invariant_id,
-                    shown.failure.shown,  # type: ignore[union-attr]
-                )
-    return causes
+            done.add(shown.invariant_id)
+            failure = shown.failure
+            if shown.status == "failed" and failure is not None and failure.bounded:
+                request = replace(wanted[shown.invariant_id], shrink_budget=None, full_shrink=True)
+                (again,) = supervisor.run([request])
+                if again.status == "failed" and again.failure is not None:
+                    shown = by_id[shown.invariant_id] = replace(shown, failure=again.failure)
+            if kind == "stack":
+                _look_for_state(supervisor, shown)
+                failure = shown.failure
+                if _needs_triggers(shown) and failure is not None:
+                    found = supervisor.triggers(shown.invariant_id, failure.shown)
+                    failure.trigger_kinds = tuple(k for k, _ in found)
+                    failure.triggers = tuple(description for _, description in found)
+    return group(list(by_id.values()), order)
 
 
 def _needs_triggers(result: InvariantResult) -> bool:
-    """Whether the cause ``result`` shows is named by nothing yet: no known variant, no
-    exception of the target, no state, and an input to take features away from."""
+    """Whether the cause ``result`` shows is named by no known variant and no state, and
+    has an input to take features away from (an exception's trigger is worth naming)."""
     failure = result.failure
     if result.status != "failed" or failure is None or failure.shown is None:
         return False
-    return not (failure.variants or failure.raised or failure.state or failure.flaky)
+    return not (failure.variants or failure.state or failure.flaky)
 
 
 def _look_for_state(supervisor: Supervisor, result: InvariantResult) -> None:
@@ -107,7 +102,7 @@ def _look_for_state(supervisor: Supervisor, result: InvariantResult) -> None:
     ]
     found = _fewest_calls(history, fails_after)
     if found is None:
-        failure.triggers = ()
+        failure.triggers = failure.trigger_kinds = ()
         failure.state = (
             f"{invariant_id} fails on this input in the run but passes on it in a fresh "
             f"process, also after the {len(history)} calls the run made before it: the "
@@ -115,7 +110,7 @@ def _look_for_state(supervisor: Supervisor, result: InvariantResult) -> None:
         )
         return
     calls, script = found
-    failure.triggers = ()  # found after the state changed: they say nothing of the failure
+    failure.triggers = failure.trigger_kinds = ()  # found after the state changed
     count = f"{len(calls)} call{'s' if len(calls) > 1 else ''}"
     failure.state = (
         f"{invariant_id} fails on this input after {count} the run made before it (the "

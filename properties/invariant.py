@@ -33,7 +33,8 @@ class InvariantViolation(AssertionError):
     """An invariant does not hold; the message says what was expected for which input.
 
     ``case`` is the input whose outputs the message shows as observed (the diagnosis looks
-    at that call and no other), ``failing`` the names of the outputs that miss.
+    at that call and no other), ``failing`` the names of the outputs that miss, and
+    ``non_finite`` those of them that are NaN or inf where the spec's value is finite.
     """
 
     def __init__(
@@ -44,12 +45,15 @@ class InvariantViolation(AssertionError):
         observed: dict[str, float] | None = None,
         case: Any = None,
         failing: tuple[str, ...] = (),
+        non_finite: tuple[str, ...] = (),
     ) -> None:
         super().__init__(message)
         self.expected = expected or {}
         self.observed = observed or {}
         self.case = case
         self.failing = failing
+        #: what is NaN or inf where the spec's value is finite (an output, "gradient")
+        self.non_finite = non_finite
 
 
 @dataclass(frozen=True)

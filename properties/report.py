@@ -195,6 +195,27 @@ def compact(text: str) -> str:
     return "\n".join(kept)
 
 
+_EXPECTED_ROW = re.compile(r"^#   ✗ (\S+) +observed +(\S+) +expected +(\S+) ")
+
+
+def _expected_in_one_line(script: str) -> str:
+    """The script's comment rows of outputs that miss (``#   ✗ name observed x expected
+    y ...``, the section shows them in full) as one comment: the expected values."""
+    lines, expected = [], []
+    for line in script.splitlines():
+        found = _EXPECTED_ROW.match(line)
+        if found:
+            expected.append(f"{found[1]} {found[3]} (observed {found[2]})")
+            continue
+        if expected:
+            lines.append("#   expected " + ", ".join(expected))
+            expected = []
+        lines.append(line)
+    if expected:
+        lines.append("#   expected " + ", ".join(expected))
+    return "\n".join(lines)
+
+
 def failure_section(
     invariant: Invariant,
     result: InvariantResult,
@@ -242,24 +263,21 @@ def failure_section(
             [f"triggered by {' and by '.join(failure.triggers)}: without it, this input passes"]
         )
     shown_input = _input_lines(result)
-    if not verbose and shown_input:  # the input on the line that says what it is
-        *notes, (*heads, head, value) = shown_input
-        shown_input = [*notes, [*heads, f"{head} {value.strip()}"]]
+    if not verbose and shown_input:  # the input on the line that says what it is, alone
+        *_, (*heads, head, value) = shown_input
+        shown_input = [[*heads, f"{head} {value.strip()}"]]
     blocks += shown_input
     if failure.traceback:
         blocks.append(["traceback:", *failure.traceback.rstrip().splitlines()])
     if failure.reproduction:
         script = failure.reproduction.rstrip()
-        if not verbose:  # compact: no blank lines, no rows that agree
-            script = "\n".join(line for line in compact(script).splitlines() if line.strip())
-        blocks.append(
-            [
-                "reproduce without hypothesis (copy into a file and run it):",
-                "-" * 100,
-                *script.splitlines(),
-                "-" * 100,
-            ]
-        )
+        if verbose:
+            heading = ["reproduce without hypothesis (copy into a file and run it):", "-" * 100]
+        else:  # compact: no blank lines, no rows that agree, the heading in the rule
+            script = _expected_in_one_line(compact(script))
+            script = "\n".join(line for line in script.splitlines() if line.strip())
+            heading = [f"{' reproduce without hypothesis (copy into a file and run it) ':-^100}"]
+        blocks.append([*heading, *script.splitlines(), "-" * 100])
     tail = []
     if failure.unsaved:
         tail.append(

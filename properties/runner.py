@@ -106,8 +106,10 @@ class Failure:
     nan_variants: tuple[tuple[str, str], ...] = ()
     #: outputs that are NaN or inf where the spec's value is finite
     non_finite: tuple[str, ...] = ()
-    #: the features of the shown input without which it passes (``properties.features``)
+    #: the features of the shown input without which it passes (``properties.features``),
+    #: as the report says them, and their kinds (what failures that share one share)
     triggers: tuple[str, ...] = ()
+    trigger_kinds: tuple[str, ...] = ()
     #: the exception a call of the target raised, as ``Type: message``, when that failed it
     raised: str | None = None
     #: the input shown passed when hypothesis tried it again (state or nondeterminism)
@@ -377,11 +379,11 @@ def triggers(
     implementation: Implementation,
     drawn: Any,
     observer: CallObserver | None = None,
-) -> tuple[str, ...]:
+) -> tuple[tuple[str, str], ...]:
     """The features of the failing input ``drawn`` (``properties.features``) without which
-    the invariant holds on it, each taken away alone."""
+    the invariant holds on it, each taken away alone: (kind, description) each."""
     found = []
-    for description, without in features_of(drawn):
+    for feature, description, without in features_of(drawn):
         if observer is not None:
             observer.example_started()
         probe = invariant.probe(implementation, observer)
@@ -394,7 +396,7 @@ def triggers(
                 break  # the target ends the program: nothing more to learn from it
             continue  # it still fails
         if probe.escaped is None:
-            found.append(description)
+            found.append((feature.kind, description))
     return tuple(found)
 
 
@@ -534,14 +536,38 @@ def _failure(
         message=message,
         minimal_input=repr(drawn),
         reproduction=script,
-        diagnosis=[finding.text for finding in findings],
+        diagnosis=diagnosis_lines(findings),
         traceback=trace,
         failing=tuple(getattr(error, "failing", ())),
         variants=tuple((f.output, f.variant) for f in findings if f.variant and f.finite),
         nan_variants=tuple((f.output, f.variant) for f in findings if f.variant and not f.finite),
-        non_finite=tuple(f.output for f in findings if f.variant is None or not f.finite),
+        non_finite=tuple(
+            dict.fromkeys(
+                (
+                    *(f.output for f in findings if f.variant is None or not f.finite),
+                    *getattr(error, "non_finite", ()),
+                )
+            )
+        ),
         raised=raised,
     )
+
+
+def diagnosis_lines(findings: list) -> list[str]:
+    """The diagnosis as a report says it: the outputs that are NaN or inf where the spec's
+    are finite in one sentence, then each known variant an output matches."""
+    plain = [f for f in findings if f.variant is None]
+    lines = [f.text for f in findings if f.variant is not None]
+    if len(plain) == 1:
+        lines.insert(0, plain[0].text)
+    elif plain:
+        names = ", ".join(f.output for f in plain)
+        lines.insert(
+            0,
+            f"your {names} are NaN or inf where the spec's values are finite: a NaN or inf "
+            "fails every comparison (relational invariants included), so fix it first",
+        )
+    return lines
 
 
 def _hypothesis_finding(error: HypothesisException) -> str:

@@ -109,8 +109,8 @@ class _Worker:
     example_starts: list[int] = field(default_factory=list)
     #: a replay's answer: (whether the check failed, the calls as a script)
     replayed: tuple[bool, str] | None = None
-    #: the answer to a ``triggers`` request
-    triggered: tuple[str, ...] | None = None
+    #: the answer to a ``triggers`` request: (kind, description) each
+    triggered: tuple[tuple[str, str], ...] | None = None
     asked: bool = False
 
 
@@ -251,7 +251,7 @@ class Supervisor:
                     self.close()  # what the others are running is abandoned, unreported
                     return
 
-    def triggers(self, invariant_id: str, shown: Any) -> tuple[str, ...]:
+    def triggers(self, invariant_id: str, shown: Any) -> tuple[tuple[str, str], ...]:
         """The features of the failing input ``shown`` that trigger ``invariant_id``'s
         failure (``properties.runner.triggers``), found by a worker; none where it died."""
         worker = next((w for w in self.workers if w.ready and w.request is None), None)

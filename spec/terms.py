@@ -85,6 +85,12 @@ def _global_token_mean(x: VariantBatch) -> float:
     return float(x.l.sum() / x.m.sum())
 
 
+def _kappa_from_token_nll(x: VariantBatch) -> np.ndarray:
+    """kappa built from l instead of b: ltok_i / lbar_i (1 where lbar_i = 0)."""
+    ltok, lbar = x.ltok(x.shares()), x.lbar
+    return np.where(lbar > 0, ltok / np.where(lbar > 0, lbar, 1.0), 1.0)
+
+
 def _cc_of(x: VariantBatch, shares: np.ndarray) -> float:
     return float((x.ltok(shares) / x.kappa(shares)).mean() / x.c)
 
@@ -235,6 +241,11 @@ CC = Output(
             "mean ltok / mean kappa / c",
             lambda x: float(x.ltok(x.shares()).mean() / x.kappa(x.shares()).mean() / x.c),
         ),
+        Variant(
+            "kappa-from-token_nll",
+            "kappa = ltok / lbar, from l instead of b",
+            lambda x: float((x.ltok(x.shares()) / _kappa_from_token_nll(x)).mean() / x.c),
+        ),
         *share_variants(_cc_of),
     ),
 )
@@ -264,6 +275,11 @@ KAPPA = Output(
             "empty-rows-counted",
             "sum of kappa / B",
             lambda x: float(x.kappa(x.shares()).sum() / x.m.shape[0]),
+        ),
+        Variant(
+            "kappa-from-token_nll",
+            "ltok / lbar, from l instead of b",
+            lambda x: float(_kappa_from_token_nll(x).mean()),
         ),
         *share_variants(lambda x, shares: float(x.kappa(shares).mean())),
     ),

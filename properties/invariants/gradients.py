@@ -66,6 +66,14 @@ def _reference(gradient) -> torch.Tensor:
     return torch.tensor(gradient, dtype=torch.float64)
 
 
+def implicated(name: str, case: LossCase) -> tuple[str, ...]:
+    """What a wrong gradient of ``name`` implicates: the output, and for J each term its
+    weight puts in it (any of them may be the one that is off)."""
+    if name != TOTAL:
+        return (name,)
+    return (TOTAL, *(t.name for t in TERM_RECORDS if getattr(case.config, t.weight_field)))
+
+
 def _detached(names: list[str], case: LossCase) -> InvariantViolation:
     return InvariantViolation(
         f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} detached: no grad_fn although "
@@ -90,8 +98,7 @@ def check_gradient_closed_form(probe: Probe, case: LossCase) -> None:
         what="dJ/dl_it = (1/B') [ (w_raw + w_dist/c + w_ex/(bbar_i+eps))/n_i + "
         "(w_tok + w_cc/(c kappa_i)) pi_it ] (the token weights, read off autograd)",
         case=case,
-        # J's gradient is the weighted terms': each of them may be the one that is off
-        failing=(TOTAL, *(t.name for t in TERM_RECORDS if getattr(case.config, t.weight_field))),
+        failing=implicated(TOTAL, case),
     )
 
 
@@ -235,7 +242,7 @@ def check_second_order(probe: Probe, drawn: SecondOrderUse) -> None:
             "implementation without second-order support says so (NotImplementedError, or "
             "torch.autograd.function.once_differentiable); docs/API.md, 'Second order'",
             case=case,
-            failing=(name,),
+            failing=implicated(name, case),
         )
     assert seen.gradient is not None
     tolerance = _tolerance(case)
@@ -246,7 +253,7 @@ def check_second_order(probe: Probe, drawn: SecondOrderUse) -> None:
         what=f"{where}: g = v d {name}/dl (the first-order gradient under create_graph=True)",
         case=case,
         scale=abs(v) * float(closed.abs().max()),
-        failing=(name,),
+        failing=implicated(name, case),
     )
     weights = second_order_weights(closed)
     want = math.fsum((weights * closed).flatten().tolist())
@@ -279,7 +286,8 @@ def check_second_order(probe: Probe, drawn: SecondOrderUse) -> None:
             "term is linear in l)"
         )
     if problems:
-        raise InvariantViolation(f"{where}: " + "; ".join(problems), case=case, failing=(name,))
+        message = f"{where}: " + "; ".join(problems)
+        raise InvariantViolation(message, case=case, failing=implicated(name, case))
 
 
 # --- stop-gradient -----------------------------------------------------------------------

@@ -27,7 +27,7 @@ NAMED_AS: dict[str, tuple[str, ...]] = {
     "cc_scale_missing": ("scale-missing",),
     "shares_over_padding": ("at padded positions", "shares-over-padding"),
     "total_missing_cc": ("total without the normalized_concentration_corrected",),
-    "low_precision_compute": ("bfloat16 inputs", "float16 inputs"),
+    "low_precision_compute": ("low-precision inputs",),
     "mutates_input": ("was modified by the call",),
     "float64_outputs": ("is torch.float64",),
     "diagnostics_empty_rows_counted": ("empty-rows-counted",),

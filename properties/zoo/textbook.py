@@ -68,6 +68,7 @@ DIAGNOSED_AS: dict[str, str] = {
     "batch-normalized-shares": "batch-normalized-shares",
     "kappa-ratio-of-means": "ratio-of-means",
     "diagnostics-empty-rows-counted": "empty-rows-counted",
+    "kappa-from-token-nll": "kappa-from-token_nll",
     "total-missing-cc": "total without the",
 }
 

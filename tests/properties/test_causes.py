@@ -47,9 +47,9 @@ def test_outputs_off_join_the_variant_that_explains_them_and_others_stay_apart()
 def test_a_trigger_is_evidence_and_names_the_cause() -> None:
     padding = "NaN at padded positions"
     found = causes(
-        result("b", failing=("reconstruction_loss",), triggers=(padding,)),
-        result("d", failing=("token_weighted_base_loss",), triggers=(padding,)),
-        result("a", failing=("token_concentration_factor",), triggers=("alpha = 0.0",)),
+        result("b", failing=("reconstruction_loss",), triggers=(padding,), trigger_kinds=("pad",)),
+        result("d", failing=("token_weighted_base_loss",), trigger_kinds=("pad",)),
+        result("a", failing=("kappa",), triggers=("alpha = 0.0",), trigger_kinds=("alpha",)),
     )
     assert [[r.invariant_id for r in c.results] for c in found] == [["a"], ["b", "d"]]
     assert found[1].text.endswith("triggered by NaN at padded positions")
@@ -112,3 +112,12 @@ def test_the_summary_shows_a_few_causes_and_counts_the_rest() -> None:
     assert len(lines) <= SUMMARY_LINES
     shown = sum(line.startswith("[") for line in lines)
     assert lines[-1].startswith(f"... and {len(ORDER) - shown} more causes ({len(ORDER) - shown} ")
+
+
+def test_nan_outputs_alone_join_the_cause_whose_trigger_explains_them() -> None:
+    found = causes(
+        result("a", non_finite=("x",), failing=("x",), triggers=("t",), trigger_kinds=("t",)),
+        result("b", non_finite=("x", "y"), failing=("x", "y")),
+        result("c", non_finite=("z",), failing=("z",)),
+    )
+    assert [[r.invariant_id for r in c.results] for c in found] == [["a", "b"], ["c"]]

@@ -35,8 +35,9 @@ def check(*args: str, cwd: Path = ROOT, in_process: bool = True, **environment: 
 
 def reproduction_of(report: str) -> str:
     """The first reproduction script of a report (between its two rules of dashes)."""
-    after = report.split("copy into a file and run it):\n")[1]
-    return after.split("-" * 100 + "\n")[1]
+    after = re.split(r"copy into a file and run it\)[^\n]*\n", report, maxsplit=1)[1]
+    rule = "-" * 100 + "\n"
+    return after.removeprefix(rule).split(rule)[0]
 
 
 def target(name: str) -> str:

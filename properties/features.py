@@ -15,6 +15,7 @@ away by its default.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -141,6 +142,24 @@ def _without_zero_rows(case: LossCase, field: str) -> LossCase:
     return replace(case, **{field: changed})
 
 
+def _has_holes(case: LossCase) -> bool:
+    return any(not a and b for row in case.mask for a, b in itertools.pairwise(row))
+
+
+def _right_padded(case: LossCase) -> LossCase:
+    """Each row's valid tokens moved to its front, in order, the padding after them."""
+
+    def moved(rows: Rows) -> Rows:
+        return tuple(
+            tuple(v for v, valid in zip(row, m, strict=True) if valid)
+            + tuple(v for v, valid in zip(row, m, strict=True) if not valid)
+            for row, m in zip(rows, case.mask, strict=True)
+        )
+
+    mask = tuple(tuple(sorted(row, reverse=True)) for row in case.mask)
+    return case.with_rows(moved(case.token_nll), moved(case.zfree_token_nll), mask)
+
+
 def _without_empty_rows(case: LossCase) -> LossCase:
     kept = [i for i, row in enumerate(case.mask) if any(row)]
 
@@ -220,6 +239,12 @@ FEATURES: tuple[Feature, ...] = (
         present=lambda case: bool(_zero_rows(case, case.token_nll)),
         without=lambda case: _without_zero_rows(case, "token_nll"),
         describe=lambda case: "a row whose valid l are all 0",
+    ),
+    Feature(
+        kind="holes",
+        present=_has_holes,
+        without=_right_padded,
+        describe=lambda case: "a padded position before a valid one (left padding or a gap)",
     ),
     Feature(
         kind="empty row",

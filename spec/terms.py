@@ -81,6 +81,18 @@ def _token_level_ex(x: VariantBatch) -> float:
     return float(x.per_example_mean(per_token).mean())
 
 
+def _lengths_from_first_row(x: VariantBatch) -> float:
+    """Every example's sum over the first row's count of valid tokens (a packed batch)."""
+    first = max(int(x.m[0].sum()), 1) if len(x.m) else 1
+    return float((x.l.sum(1)[x.kept] / first).mean())
+
+
+def _kappa_with_epsilon(x: VariantBatch) -> np.ndarray:
+    """kappa over bbar + eps (the R_ex denominator) instead of bbar."""
+    bbar = x.bbar
+    return np.where(bbar > 0, x.btok(x.shares()) / (bbar + x.epsilon), 1.0)
+
+
 def _global_token_mean(x: VariantBatch) -> float:
     return float(x.l.sum() / x.m.sum())
 
@@ -128,6 +140,11 @@ RAW = Output(
             "mean over all B examples, not the B' kept",
             lambda x: float(x.lbar.sum() / x.m.shape[0]),
         ),
+        Variant(
+            "lengths-from-first-row",
+            "each example's sum over the first row's n, as if the batch were packed",
+            _lengths_from_first_row,
+        ),
     ),
 )
 DIST = Output(
@@ -151,6 +168,7 @@ DIST = Output(
         Variant("scale-missing", "R_raw, not R_raw / c", lambda x: float(x.lbar.mean())),
         Variant("scale-multiplied", "R_raw * c", lambda x: float(x.lbar.mean() * x.c)),
         Variant("global-token-mean / c", "", lambda x: _global_token_mean(x) / x.c),
+        Variant("lengths-from-first-row / c", "", lambda x: _lengths_from_first_row(x) / x.c),
     ),
 )
 EX = Output(
@@ -242,6 +260,11 @@ CC = Output(
             lambda x: float(x.ltok(x.shares()).mean() / x.kappa(x.shares()).mean() / x.c),
         ),
         Variant(
+            "kappa-with-epsilon",
+            "kappa = btok / (bbar + eps)",
+            lambda x: float((x.ltok(x.shares()) / _kappa_with_epsilon(x)).mean() / x.c),
+        ),
+        Variant(
             "kappa-from-token_nll",
             "kappa = ltok / lbar, from l instead of b",
             lambda x: float((x.ltok(x.shares()) / _kappa_from_token_nll(x)).mean() / x.c),
@@ -275,6 +298,11 @@ KAPPA = Output(
             "empty-rows-counted",
             "sum of kappa / B",
             lambda x: float(x.kappa(x.shares()).sum() / x.m.shape[0]),
+        ),
+        Variant(
+            "kappa-with-epsilon",
+            "btok / (bbar + eps)",
+            lambda x: float(_kappa_with_epsilon(x).mean()),
         ),
         Variant(
             "kappa-from-token_nll",

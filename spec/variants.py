@@ -119,6 +119,15 @@ def _batch_normalized_shares(x: VariantBatch) -> np.ndarray:
     return numerator / numerator.sum()
 
 
+def _unnormalized_shares(x: VariantBatch) -> np.ndarray:
+    """The weights (b / max_t b)^alpha as they are, not divided by their sum."""
+    top = np.where(x.m, x.b, 0.0).max(1, keepdims=True)
+    ratio = np.where(top > 0, x.b / np.where(top > 0, top, 1.0), 1.0)
+    present = x.m & ((ratio > 0) | (x.alpha == 0))
+    with np.errstate(all="ignore"):
+        return np.where(present, ratio**x.alpha, 0.0)
+
+
 #: mistakes in the shares; each reaches every share-weighted output (``share_variants``)
 SHARE_MISTAKES: tuple[tuple[str, str, Callable[[VariantBatch], np.ndarray]], ...] = (
     ("alpha-ignored", "linear shares whatever alpha", lambda x: x.shares(1.0)),
@@ -129,6 +138,7 @@ SHARE_MISTAKES: tuple[tuple[str, str, Callable[[VariantBatch], np.ndarray]], ...
         "b^alpha normalized over the whole batch",
         _batch_normalized_shares,
     ),
+    ("unnormalized-shares", "(b / max b)^alpha not divided by their sum", _unnormalized_shares),
 )
 
 

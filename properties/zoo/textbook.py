@@ -69,6 +69,9 @@ DIAGNOSED_AS: dict[str, str] = {
     "kappa-ratio-of-means": "ratio-of-means",
     "diagnostics-empty-rows-counted": "empty-rows-counted",
     "kappa-from-token-nll": "kappa-from-token_nll",
+    "unnormalized-shares": "unnormalized-shares",
+    "lengths-from-first-row": "lengths-from-first-row",
+    "kappa-with-epsilon": "kappa-with-epsilon",
     "total-missing-cc": "total without the",
 }
 

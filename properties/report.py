@@ -139,9 +139,10 @@ def _input_lines(result: InvariantResult) -> list[list[str]]:
             "example database, .hypothesis/examples):"
         )
     elif edge is not None:
+        reduced = ", without the rows and columns it needs not" if failure.edge_reduced else ""
         lines.append(
-            f"the named edge case {edge.name!r} fails{size} (no random input did). It is "
-            f"there because: {edge.why}"
+            f"the named edge case {edge.name!r} fails (no random input did). It is there "
+            f"because: {edge.why} Input{size}{reduced}:"
         )
     if failure.shrunk and failure.bounded:
         lines.append(

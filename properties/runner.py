@@ -94,6 +94,8 @@ class Failure:
     other_edge_case: tuple[NamedInput, str] | None = None
     #: whether ``minimal_input`` was shrunk by hypothesis (else the edge case, as written)
     shrunk: bool = True
+    #: the edge case shown without the rows and columns it does not need to fail
+    edge_reduced: bool = False
     #: whether shrinking was cut short (a later failure of the run: ``shrink_budget``)
     bounded: bool = False
     #: the minimal input could not be saved: the example database cannot be written
@@ -354,12 +356,19 @@ def run_invariant(
                 other_edge = (failed, _what_failed(edge_error))
         elif failed is not None:
             error, attempts.last = edge_error, edge_last
+    shown = _edge_case_of(attempts, explicit)
+    reduced = False
+    if shown is not None and shown.name != SAVED and Phase.shrink in phases:
+        # a named edge case as written may hold more than the mistake needs
+        before = attempts.last
+        error = _fewer_cells(invariant, implementation, observer, attempts, error)
+        reduced = attempts.last is not before
     seconds = time.perf_counter() - start
     if error is None:
         return InvariantResult(invariant.id, "passed", attempts.count, seconds, None, used_seed)
     failure = _failure(invariant, target, error, attempts.last)
-    shown = _edge_case_of(attempts, explicit)
     failure.edge_case = shown
+    failure.edge_reduced = reduced
     failure.other_edge_case = other_edge
     failure.shrunk = shown is None and Phase.shrink in phases
     failure.bounded = _bounded(attempts)

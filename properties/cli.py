@@ -471,6 +471,13 @@ def _sigterm_unwinds() -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _sigterm_unwinds():
+            given = list(sys.argv[1:] if argv is None else argv)
+            if given[:1] in (["check"], ["check-api"]) and not {"-h", "--help", "--list"} & {
+                *given
+            }:
+                from properties.fork_server import start_early
+
+                start_early()  # its imports overlap this process's, from here on
             # parsing is part of the run: it imports the spec (and torch, for --device)
             args = build_parser().parse_args(argv)
             status = args.run(args)

@@ -27,10 +27,11 @@ from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from properties.fork_server import start_resource_tracker_quietly, worker_context
 from properties.options import DEFAULT_CALL_TIMEOUT
 from properties.runner import BOUNDED_SHRINK_CALLS, Failure, InvariantResult
 from properties.target import Call
-from properties.worker import WORKER_MODULES, Replay, WorkRequest, main
+from properties.worker import Replay, WorkRequest, main
 
 #: how long a worker may take to start, load the target and make its first call
 LOAD_TIMEOUT_FLOOR = 120.0
@@ -38,39 +39,6 @@ LOAD_TIMEOUT_FLOOR = 120.0
 
 def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
-
-
-def _start_resource_tracker_quietly() -> None:
-    """Start multiprocessing's resource tracker (every spawned process registers with it)
-    with its stdout and stderr on /dev/null: it lives as long as any process holds its
-    pipe, a target's long-lived child included, and must not keep ``recon-spec check |
-    cat`` waiting on a pipe it never writes to."""
-    from multiprocessing import resource_tracker
-
-    saved = [os.dup(1), os.dup(2)]
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        resource_tracker.ensure_running()  # nothing to do once it runs
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in (*saved, devnull):
-            os.close(fd)
-
-
-def _worker_context() -> Any:
-    """Workers are forked from a fork server that has imported torch and the suite once
-    (``WORKER_MODULES``), so a worker starts in milliseconds rather than the seconds of
-    those imports; the server is a fresh interpreter, never a fork of this process, whose
-    threads and state the target must not inherit. Where there is no fork server, each
-    worker is a fresh interpreter of its own."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["properties.worker", *WORKER_MODULES])
-    return context
 
 
 class TargetUnusable(Exception):
@@ -141,14 +109,14 @@ class Supervisor:
         self.failure_seen = False
         #: invariant id -> the calls its worker made before the input its failure shows
         self.histories: dict[str, tuple[Call, ...]] = {}
-        self._context = _worker_context()
+        self._context = worker_context()
 
     # --- lifecycle ------------------------------------------------------------------------
 
     def _start_worker(self, *, fresh: bool = False) -> _Worker:
         """A worker that has loaded the target and called it on the plain input; ``fresh``:
         one that has not called it (a replay starts from a fresh process's state)."""
-        _start_resource_tracker_quietly()
+        start_resource_tracker_quietly()
         ours, theirs = self._context.Pipe()
         watch, lifeline = self._context.Pipe(duplex=False)
         arguments = (

@@ -226,21 +226,6 @@ def main(
         connection.send(("result", result))
 
 
-#: every module a worker imports before its first draw, the target's aside: its fork server
-#: (``properties/supervisor.py``) imports them once, so that a worker starts in milliseconds
-WORKER_MODULES = (
-    "torch",
-    "properties.runner",
-    "properties.target",
-    "properties.invariants",
-    "properties.api",
-    "properties.api.module",
-    "properties.reproduction",
-    "properties.oracle",
-    "properties.api.reproduction",
-)
-
-
 def load_what_a_run_imports() -> None:
     """Imports, before the first draw, every module of the suite a run imports later.
 
@@ -249,6 +234,8 @@ def load_what_a_run_imports() -> None:
     what every later invariant of this worker draws: the same derandomized run would then
     report other inputs depending on which worker ran which invariant.
     """
+    from properties.fork_server import WORKER_MODULES
+
     for name in WORKER_MODULES:
         importlib.import_module(name)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import signal
 import sys
@@ -272,9 +273,17 @@ def _run(
                 invariant, options = by_id(result.invariant_id), options_of(result)
                 report.failure_section(invariant, result, target, options, out, **sections)
     else:
-        report.causes_summary(causes, target, options_of, out, **sections)
-        for number, cause in enumerate(causes, start=1):
-            report.cause_section(number, cause, by_id, target, options_of, out, **sections)
+        for fold in (False, True):
+            body = io.StringIO()
+            report.causes_summary(causes, target, options_of, body, **sections)
+            for number, cause in enumerate(causes, start=1):
+                report.cause_section(
+                    number, cause, by_id, target, options_of, body, fold=fold, **sections
+                )
+            tally = 2  # the tally's blank line and its line
+            if progress.lines + body.getvalue().count("\n") + tally <= report.REPORT_LINES:
+                break
+        out.write(body.getvalue())
     seconds = time.perf_counter() - start
     report.summary(ordered, seconds, out)
     if not_run:

@@ -12,6 +12,7 @@ causes were grouped, and what the pytest plugin shows for each test).
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
@@ -34,6 +35,8 @@ MARKS = {
 RULE = "=" * 100
 #: the summary's length at most: a line for its title, three per cause shown
 SUMMARY_LINES = 15
+#: a report longer than this folds the lines of the other invariants each cause broke
+REPORT_LINES = 80
 #: a row of a value table whose output agrees (``properties.assertions.value_table``)
 _AGREEING_ROW = re.compile(r"^(# )?    \S+ +observed ")
 _FAILING_ROW = re.compile(r"^(# )?  ✗ \S+ +observed ")
@@ -77,15 +80,20 @@ class Progress:
         self.done: dict[str, list[InvariantResult]] = {group: [] for group in self.waiting}
         self.group_of = {invariant.id: invariant.group for invariant in invariants}
         self.by_id = {invariant.id: invariant for invariant in invariants}
+        #: the lines written, the header's two included
+        self.lines = 2
 
     def record(self, result: InvariantResult) -> None:
+        self.lines += 1
         if self.verbose:
             row(self.by_id[result.invariant_id], result, self.out)
             return
+        self.lines -= 1
         group = self.group_of[result.invariant_id]
         self.done[group].append(result)
         if len(self.done[group]) == len(self.waiting[group]):
             self.out.write(group_line(group, self.done[group]) + "\n")
+            self.lines += 1
             self.out.flush()
 
     def finish(self) -> None:
@@ -96,6 +104,7 @@ class Progress:
             if results and len(results) < len(self.waiting[group]):
                 left = len(self.waiting[group]) - len(results)
                 self.out.write(f"{group_line(group, results)}; {left} not run\n")
+                self.lines += 1
         self.out.flush()
 
 
@@ -317,9 +326,11 @@ def cause_section(
     *,
     no_database: bool = False,
     command: str = "check",
+    fold: bool = False,
 ) -> None:
     """The section of one cause: its representative in full, a line for each other
-    invariant it broke."""
+    invariant it broke (``fold``: their ids on as few lines as they fit, where a line
+    each would make the report too long to read)."""
     shown = cause.representative
     failure_section(
         by_id(shown.invariant_id),
@@ -333,7 +344,14 @@ def cause_section(
         verbose=False,
         rerun=False,
     )
-    if cause.others:
+    if cause.others and fold:
+        ids = ", ".join(r.invariant_id for r in cause.others)
+        text = f"the same cause broke {len(cause.others)} more (--verbose shows each): {ids}"
+        out.write(
+            "\n".join(textwrap.wrap(text, 100, subsequent_indent="  ", break_on_hyphens=False))
+            + "\n"
+        )
+    elif cause.others:
         out.write(f"the same cause broke {len(cause.others)} more (--verbose shows them):\n")
         for other in cause.others:
             out.write(_also(other, by_id(other.invariant_id)) + "\n")

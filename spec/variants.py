@@ -128,6 +128,19 @@ def _unnormalized_shares(x: VariantBatch) -> np.ndarray:
         return np.where(present, ratio**x.alpha, 0.0)
 
 
+def _shares_over_padding(x: VariantBatch) -> np.ndarray:
+    """The shares normalised over every position, a padded one counted as b = 0 (so with
+    weight 0^0 = 1 at alpha = 0), and the l and b of padded positions taken as 0."""
+    b = np.where(x.m, x.b, 0.0)
+    top = b.max(1, keepdims=True)
+    ratio = np.where(top > 0, b / np.where(top > 0, top, 1.0), 1.0)
+    present = (ratio > 0) | (x.alpha == 0)
+    with np.errstate(all="ignore"):
+        numerator = np.where(present, ratio**x.alpha, 0.0)
+    kept = x.m.any(1, keepdims=True)
+    return np.where(kept, numerator / np.maximum(numerator.sum(1, keepdims=True), 1e-300), 0.0)
+
+
 #: mistakes in the shares; each reaches every share-weighted output (``share_variants``)
 SHARE_MISTAKES: tuple[tuple[str, str, Callable[[VariantBatch], np.ndarray]], ...] = (
     ("alpha-ignored", "linear shares whatever alpha", lambda x: x.shares(1.0)),
@@ -139,6 +152,7 @@ SHARE_MISTAKES: tuple[tuple[str, str, Callable[[VariantBatch], np.ndarray]], ...
         _batch_normalized_shares,
     ),
     ("unnormalized-shares", "(b / max b)^alpha not divided by their sum", _unnormalized_shares),
+    ("shares-over-padding", "normalised over padded positions too", _shares_over_padding),
 )
 
 

@@ -23,7 +23,6 @@ NAMED_AS: dict[str, tuple[str, ...]] = {
     # its b^alpha / sum b^alpha is 0/0 on a row of zeros too, the smallest input that shows it
     "no_max_subtraction": ("valid b are all 0", "large losses", "alpha = "),
     "no_zero_row_fallback": ("valid b are all 0",),
-    "shares_over_padding": ("at padded positions", "shares-over-padding"),
     "low_precision_compute": ("low-precision inputs",),
     "mutates_input": ("was modified by the call",),
     "float64_outputs": ("is torch.float64",),

@@ -70,6 +70,7 @@ DIAGNOSED_AS: dict[str, str] = {
     "diagnostics-empty-rows-counted": "empty-rows-counted",
     "kappa-from-token-nll": "kappa-from-token_nll",
     "unnormalized-shares": "unnormalized-shares",
+    "shares-over-padding": "shares-over-padding",
     "lengths-from-first-row": "lengths-from-first-row",
     "kappa-with-epsilon": "kappa-with-epsilon",
     "total-missing-cc": "total without the",

@@ -106,7 +106,7 @@ def diagnose(
                     f"your {total} matches the spec's total without the {term.name} term "
                     f"(weight {weight}): is that term left out of J?"
                 )
-                findings.append(Finding(text, total, f"total without {term.name}"))
+                findings.append(Finding(text, total, f"total without the {term.name} term"))
     return findings
 
 

@@ -10,7 +10,8 @@ Evidence, from the most telling:
 * a known variant the diagnosis matched (``("variant", output, variant)``);
 * the state between calls a fresh process's replay found, or an input that failed and then
   passed (``("state",)``);
-* the exception a call of the target raised (``("raised", type)``);
+* the exception a call of the target raised (``("raised", type)``), and the error message
+  of any call of the target on the input shown (``("target error", first line)``);
 * the features of the input that trigger it (``("trigger", feature)``,
   ``properties.features``);
 * otherwise the outputs it finds off (``("output", name)``), the total aside (it follows
@@ -25,12 +26,22 @@ in full and gives each other failure of the cause one line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from properties.cases import LossCase
 from properties.runner import InvariantResult
-from spec.terms import TOTAL_NAME
+from spec.api import (
+    AUXILIARY_NAMES,
+    CONFIG_CLASSES,
+    FLAGS,
+    LEGACY_FIELDS,
+    LEGACY_NAMESPACE_KEYS,
+    REMOVED_FLAG,
+    TOTAL_LOSS,
+)
+from spec.terms import LOSS_NAMES, TOTAL_NAME
 
 #: the statuses that make a cause (a passing, skipped or inapplicable invariant does not)
 PROBLEMS = ("failed", "crashed", "timed out", "error", "not checked")
@@ -43,6 +54,34 @@ Token = tuple[str, ...]
 def _first_line(text: str) -> str:
     stripped = text.strip()
     return stripped.splitlines()[0] if stripped else ""
+
+
+#: the two totals, J and compute_total_loss's total_loss
+TOTALS = (TOTAL_NAME, TOTAL_LOSS)
+#: every name an output, a config field, a flag or an auxiliary term goes by
+VOCABULARY: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        (
+            *LOSS_NAMES,
+            *(f.name for fields in CONFIG_CLASSES.values() for f in fields),
+            *FLAGS,
+            *AUXILIARY_NAMES,
+            TOTAL_LOSS,
+            *LEGACY_FIELDS,
+            *LEGACY_NAMESPACE_KEYS,
+            REMOVED_FLAG,
+        )
+    )
+)
+_NAMES = re.compile("|".join(rf"\b{re.escape(n)}\b" for n in sorted(VOCABULARY, key=len)[::-1]))
+_NUMBERS = re.compile(r"-?\d+(\.\d+)?(e[-+]?\d+)?")
+
+
+def _error_form(text: str) -> str:
+    """An error's words with the names and numbers in it left out: the same check of the
+    target's, whichever field or value it met (``posterior_entropy must be given: its
+    weight is 1.0`` and the same of posterior_variance)."""
+    return _NUMBERS.sub("#", _NAMES.sub("<name>", text))
 
 
 def signature(result: InvariantResult) -> frozenset[Token]:
@@ -58,13 +97,19 @@ def signature(result: InvariantResult) -> frozenset[Token]:
         tokens.add(("state",))
     if failure.raised is not None:
         tokens.add(("raised", failure.raised))
+    tokens |= {("target error", _error_form(text)) for text in failure.target_errors}
     if not failure.variants:
         tokens |= {("trigger", kind) for kind in failure.trigger_kinds}
     if not tokens:
         # a NaN or inf where the spec's value is finite fails every invariant that reads it
-        tokens |= {("non-finite", name) for name in failure.non_finite if name != TOTAL_NAME}
+        tokens |= {("non-finite", name) for name in failure.non_finite if name not in TOTALS}
     if not tokens:
-        names = [name for name in failure.failing if name != TOTAL_NAME] or list(failure.failing)
+        failing = [name for name in failure.failing if name in VOCABULARY]
+        if not failing:  # a record's part ("bundle", "fields"): the names its message says
+            failing = [n for n in VOCABULARY if re.search(rf"\b{n}\b", failure.message)]
+        # the totals follow from the terms: named only where nothing else is, as one
+        names = [name for name in failing if name not in TOTALS]
+        names = names or [TOTAL_NAME for _ in failing[:1]] or list(failure.failing)
         tokens |= {("output", name) for name in names} or {("invariant", result.invariant_id)}
     return frozenset(tokens)
 
@@ -167,7 +212,7 @@ def _outputs_off(results: list[InvariantResult]) -> set[str]:
         assert failure is not None
         found |= set(failure.failing) | set(failure.non_finite)
         found |= {output for output, _ in failure.variants}
-    return found - {TOTAL_NAME}
+    return found - set(TOTALS)
 
 
 def _has(tokens: set[Token], kind: str) -> bool:

@@ -32,6 +32,7 @@ import warnings
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import hypothesis
@@ -112,8 +113,11 @@ class Failure:
     #: as the report says them, and their kinds (what failures that share one share)
     triggers: tuple[str, ...] = ()
     trigger_kinds: tuple[str, ...] = ()
-    #: the exception a call of the target raised, as ``Type: message``, when that failed it
+    #: the type of the exception a call of the target raised, when that failed the input
     raised: str | None = None
+    #: the first line of every error a call of the target raised on the input shown (an
+    #: invariant may expect one): failures that meet the same error share a cause
+    target_errors: tuple[str, ...] = ()
     #: the input shown passed when hypothesis tried it again (state or nondeterminism)
     flaky: bool = False
     #: the input shown, for a replay in a fresh process (None where it cannot be pickled)
@@ -525,7 +529,7 @@ def _failure(
         trace = ""
     elif isinstance(error, (TargetRaised, _TargetEnded)):
         message = str(error)
-        trace = "".join(traceback.format_exception(error.error))  # the target's own raise
+        trace = target_traceback(error.error)  # the target's own raise
         raised = type(error.error).__name__
     elif isinstance(error, HypothesisException):
         message, trace = _hypothesis_finding(error), ""
@@ -536,6 +540,7 @@ def _failure(
             # the target raised it (an ordinary exception, its answer), not the suite
             message = f"a call of the target raised {type(error).__name__}: {error}"
             raised = type(error).__name__
+            trace = target_traceback(error)
     if probe is None:  # no input was tried: a script without calls
         probe = invariant.probe(None)
     calls = probe.calls
@@ -559,6 +564,35 @@ def _failure(
             )
         ),
         raised=raised,
+        target_errors=tuple(
+            dict.fromkeys(call.error.splitlines()[0] for call in calls if call.error)
+        ),
+    )
+
+
+#: where the suite's own frames are: a target's traceback leaves them out (its zoo aside)
+_SUITE = Path(__file__).parent
+_HYPOTHESIS = Path(hypothesis.__file__).parent
+
+
+def target_traceback(error: BaseException) -> str:
+    """The traceback of an exception the target raised, its own frames only: the suite's
+    calls into it and hypothesis' are left out, and so are the notes hypothesis adds."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if not (
+            Path(frame.filename).is_relative_to(_HYPOTHESIS)
+            or (
+                Path(frame.filename).is_relative_to(_SUITE)
+                and not Path(frame.filename).is_relative_to(_SUITE / "zoo")
+            )
+        )
+    ]
+    text = str(error)
+    last = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return "".join(
+        ["Traceback (the target's frames):\n", *traceback.format_list(frames), last, "\n"]
     )
 
 

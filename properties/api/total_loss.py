@@ -28,7 +28,7 @@ from properties.gradient_calls import mixed_gradient_lines
 from properties.invariant import InvariantViolation, NamedInput
 from properties.invariants.common import assume_gradient_representable, representable
 from properties.invariants.edge_cases import EDGE_CASES
-from properties.invariants.gradients import alternating_coefficients
+from properties.invariants.gradients import alternating_coefficients, implicated
 from properties.oracle import expected, expected_mix_gradient
 from properties.tolerances import (
     case_tolerance,
@@ -342,6 +342,7 @@ def check_gradient(probe: ApiProbe, drawn: TotalLossCase) -> None:
         gradient_tolerance(case.dtype, length=case.shape[1], alpha=case.config.token_weight_alpha),
         what=f"d{TOTAL_LOSS}/dtoken_nll = dJ/dl (MATH.md, Gradients)",
         case=case,
+        failing=(TOTAL_LOSS, *implicated(TOTAL_NAME, case)),  # its gradient in l is J's
     )
     weights = drawn.effective()
     tolerance = weight_gradient_tolerance(drawn.auxiliary_dtype)

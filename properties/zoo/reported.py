@@ -41,12 +41,19 @@ NAMED_AS: dict[str, tuple[str, ...]] = {
 }
 
 
-def phrases(name: str) -> tuple[str, ...]:
-    """The phrases that name the mistake of zoo entry ``name`` (none: it has none yet)."""
+#: wrong API (properties.zoo.api.wrong) -> phrases, one of which its summary says
+API_NAMED_AS: dict[str, tuple[str, ...]] = {}
+
+
+def phrases(command: str, name: str) -> tuple[str, ...]:
+    """The phrases that name the mistake of zoo entry ``name`` of ``command`` (check or
+    check-api); none where it has none yet."""
+    if command == "check-api":
+        return API_NAMED_AS.get(name, ())
     variant = DIAGNOSED_AS.get(name.replace("_", "-"))
     return (variant,) if variant is not None else NAMED_AS.get(name, ())
 
 
-def names_mistake(name: str, summary: str) -> bool:
-    """Whether ``summary`` says one of the phrases of zoo entry ``name``."""
-    return any(phrase in summary for phrase in phrases(name))
+def names_mistake(command: str, name: str, summary: str) -> bool:
+    """Whether ``summary`` says one of the phrases of zoo entry ``name`` of ``command``."""
+    return any(phrase in summary for phrase in phrases(command, name))

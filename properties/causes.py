@@ -270,5 +270,9 @@ def _outputs(names: Sequence[str]) -> str:
 
 
 def _clip(text: str, width: int = TEXT_WIDTH) -> str:
+    """``text`` within ``width``: where it is longer, its clauses after the first ``: ``
+    (what was found, after the rule it breaks), then its start."""
     width = max(width, 40)
+    while len(text) > width and ": " in text:
+        text = "..." + text.split(": ", 1)[1]
     return text if len(text) <= width else text[: width - 3] + "..."

@@ -42,14 +42,48 @@ NAMED_AS: dict[str, tuple[str, ...]] = {
 
 
 #: wrong API (properties.zoo.api.wrong) -> phrases, one of which its summary says
-API_NAMED_AS: dict[str, tuple[str, ...]] = {}
+API_NAMED_AS: dict[str, tuple[str, ...]] = {
+    "changed-default": ("the default of token_weight_alpha",),
+    "reordered-fields": ("declares its fields in the order",),
+    "mutable-config": ("not a frozen dataclass",),
+    "legacy-field": ("normalize_reconstruction_loss",),
+    "sign-only-validation": ("accepted",),
+    "float-conversion-validation": ("numpy.True_",),
+    "numbers-stored-as-given": ("stores every number as the Python float",),
+    "error-without-field-name": ("must name",),
+    "metadata-without-alpha": ("lacks token_weight_alpha",),
+    "misspelt-flag": ("the parser lacks",),
+    "flag-default-differs": ("not its default",),
+    "crossed-flags": ("each flag must set its own field",),
+    "float-flags": ("parsed without a usage error",),
+    "removed-flag-accepted": ("was accepted",),
+    "removed-flag-deleted": ("must be a usage error naming",),
+    "removed-flag-nargs0": ("must be a usage error naming",),
+    "removed-flag-in-namespace": ("holds normalize_reconstruction_loss",),
+    "alpha-in-bundle": ("returns token_weight_alpha",),
+    "per-example-diagnostics": ("has shape",),
+    "zero-weight-terms-dropped": ("lacks reconstruction_loss",),
+    "default-reconstruction-config": ("config.reconstruction",),
+    "router-switch-ignored": ("router_support must be given",),
+    "crossed-auxiliary-weights": ("posterior_entropy must be given", "posterior_variance must"),
+    "zero-weight-terms-required": ("router_support must be given",),
+    "inputs-modified": ("was modified", "were modified", "changed"),
+    "float64-results": ("float64",),
+    "auxiliary-terms-detached": ("effective weight",),
+    "terms-detached": ("detached",),
+    "terms-on-total-graph": ("one backward of",),
+    "logits-wrapped-labels": ("mask is",),
+    "logits-half-losses": ("token_nll is bfloat16",),
+    "logits-labels-clamped": ("a label outside",),
+    "missing-term-as-zero": ("never a silent 0",),
+}
 
 
 def phrases(command: str, name: str) -> tuple[str, ...]:
     """The phrases that name the mistake of zoo entry ``name`` of ``command`` (check or
     check-api); none where it has none yet."""
     if command == "check-api":
-        return API_NAMED_AS.get(name, ())
+        return API_NAMED_AS.get(name.replace("_", "-"), ())
     variant = DIAGNOSED_AS.get(name.replace("_", "-"))
     return (variant,) if variant is not None else NAMED_AS.get(name, ())
 

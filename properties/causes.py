@@ -47,6 +47,8 @@ from spec.terms import LOSS_NAMES, TOTAL_NAME
 PROBLEMS = ("failed", "crashed", "timed out", "error", "not checked")
 #: how much of a cause's text the summary shows
 TEXT_WIDTH = 160
+#: an aside in parentheses, which a cause too long for its line leaves out
+_ASIDE = re.compile(r" \([^()]*\)")
 
 Token = tuple[str, ...]
 
@@ -134,7 +136,9 @@ class Cause:
 def _rank(result: InvariantResult, position: int) -> tuple[int, ...]:
     failure = result.failure
     assert failure is not None
-    named = bool(failure.triggers or failure.raised or failure.state or failure.flaky)
+    # triggers are not looked for on every failure (properties.followup), so they do not
+    # rank: a failure would be shown for being the one looked at first
+    named = bool(failure.raised or failure.state or failure.flaky)
     plain = failure.shown is None or isinstance(failure.shown, LossCase)
     return (
         PROBLEMS.index(result.status),
@@ -270,9 +274,12 @@ def _outputs(names: Sequence[str]) -> str:
 
 
 def _clip(text: str, width: int = TEXT_WIDTH) -> str:
-    """``text`` within ``width``: where it is longer, its clauses after the first ``: ``
-    (what was found, after the rule it breaks), then its start."""
+    """``text`` within ``width``: where it is longer, without its asides in parentheses
+    (numbers, reasons), then its clauses after the first ``: `` (what was found, after
+    the rule it breaks), then its start."""
     width = max(width, 40)
+    if len(text) > width:
+        text = _ASIDE.sub("", text)
     while len(text) > width and ": " in text:
         text = "..." + text.split(": ", 1)[1]
     return text if len(text) <= width else text[: width - 3] + "..."

@@ -126,11 +126,11 @@ def test_nan_outputs_alone_join_the_cause_whose_trigger_explains_them() -> None:
 def test_a_long_cause_keeps_what_it_is_about_and_what_was_found() -> None:
     from properties.causes import TEXT_WIDTH
 
-    rule = "no output may carry a gradient to zfree_token_nll (every weight built from b is detached)"
-    found = "; ".join(f"output_{k}_with_a_long_name (d/db = [[-0.99999998000000{k}]])" for k in range(3))
+    rule = "no output may carry a gradient to zfree_token_nll (each weight of b is detached)"
+    found = "; ".join(f"output_{k}_of_a_long_name (d/db = [[-0.99999998000{k}]])" for k in range(3))
     text = describe(result("a", message=f"{rule}, but these do: {found}"))
     assert len(text) <= TEXT_WIDTH
-    assert "zfree_token_nll" in text and "output_2_with_a_long_name" in text
+    assert "zfree_token_nll" in text and "output_2_of_a_long_name" in text
 
 
 def test_a_trigger_found_on_one_failure_does_not_make_it_the_one_shown() -> None:

@@ -10,11 +10,13 @@ For each wrong implementation of ``properties.zoo.wrong`` (``recon-spec check``)
 wrong API of ``properties.zoo.api.wrong`` (``recon-spec check-api``), under each seed, it
 runs the command as a user does (default profile, ``--seed S --no-database``) in a process
 of its own, and reads its report: lines, sections, the B x T of the input the first section
-shows, whether the summary (or, for a report without one, the first section) names the
-mistake as ``properties.zoo.reported`` says it must, the seconds to the first result line
-and to the verdict. ``--tree`` runs another checkout's ``properties.cli`` the same way
-(its report before causes were grouped, say); naming there is looked up in this one's
-table. Prints a row per run, then the median and largest figures.
+shows and whether it has no more cells than the smallest input that shows the mistake
+(``properties.zoo.smallest``), whether the summary (or, for a report without one, the
+first section) names the mistake as ``properties.zoo.reported`` says it must, the seconds
+to the first result line and to the verdict. ``--tree`` runs another checkout's
+``properties.cli`` the same way (its report before causes were grouped, say); naming and
+sizes there are looked up in this one's tables. Prints a row per run, then the median and
+largest figures.
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ def main() -> None:
     parser.add_argument("--save", type=Path, help="write each report into this folder")
     args = parser.parse_args()
     from properties.zoo.reported import names_mistake
+    from properties.zoo.smallest import SMALLEST
 
     jobs = [(e, seed) for e in entries(set(args.only)) for seed in args.seeds]
     with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
@@ -137,26 +140,35 @@ def main() -> None:
             command, name, seed = futures[future]
             figures = future.result()
             named = names_mistake(command, name, figures["summary"])
-            rows.append((name, seed, figures, named))
             shape = figures["shape"]
+            smallest = SMALLEST.get(name)
+            least = (
+                "-"
+                if smallest is None or shape is None
+                else ("yes" if shape[0] * shape[1] <= smallest.cells else "NO")
+            )
+            rows.append((name, seed, figures, named, least))
             print(
                 f"{name:<36} seed {seed}  exit {figures['status']}  {figures['lines']:>4} lines  "
                 f"{figures['sections']:>2} sections  shown "
                 f"{'-' if shape is None else f'{shape[0]}x{shape[1]}':>5}  "
-                f"named {'yes' if named else 'NO'}  first line {figures['first'] or 0:5.1f}s  "
+                f"named {'yes' if named else 'NO'}  smallest {least:>3}  "
+                f"first line {figures['first'] or 0:5.1f}s  "
                 f"verdict {figures['seconds']:5.1f}s",
                 flush=True,
             )
-    lines = [f["lines"] for _, _, f, _ in rows]
-    sections = [f["sections"] for _, _, f, _ in rows]
-    firsts = [f["first"] for _, _, f, _ in rows if f["first"] is not None]
+    lines = [f["lines"] for _, _, f, *_ in rows]
+    sections = [f["sections"] for _, _, f, *_ in rows]
+    firsts = [f["first"] for _, _, f, *_ in rows if f["first"] is not None]
+    smallest = [least for *_, least in rows if least != "-"]
     print(
         f"\n{len(rows)} runs: lines median {statistics.median(lines)}, max {max(lines)}; "
         f"sections median {statistics.median(sections)}, max {max(sections)}; named "
-        f"{sum(n for *_, n in rows)} of {len(rows)}; first result line median "
+        f"{sum(n for *_, n, _ in rows)} of {len(rows)}; smallest input shown "
+        f"{smallest.count('yes')} of {len(smallest)}; first result line median "
         f"{statistics.median(firsts):.1f}s, max {max(firsts):.1f}s"
     )
-    failed_exit = [(n, s) for n, s, f, _ in rows if f["status"] == 0]
+    failed_exit = [(n, s) for n, s, f, *_ in rows if f["status"] == 0]
     if failed_exit:
         print(f"passed (exit 0), which a wrong implementation must not: {failed_exit}")
 

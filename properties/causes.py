@@ -275,11 +275,20 @@ def _outputs(names: Sequence[str]) -> str:
 
 def _clip(text: str, width: int = TEXT_WIDTH) -> str:
     """``text`` within ``width``: where it is longer, without its asides in parentheses
-    (numbers, reasons), then its clauses after the first ``: `` (what was found, after
-    the rule it breaks), then its start."""
+    (numbers, reasons); then its first clause (what the rule is about) and the start of
+    the rest (what was found), each shortened to its share of the line."""
     width = max(width, 40)
-    if len(text) > width:
-        text = _ASIDE.sub("", text)
-    while len(text) > width and ": " in text:
-        text = "..." + text.split(": ", 1)[1]
+    if len(text) <= width:
+        return text
+    text = _ASIDE.sub("", text)
+    if len(text) <= width:
+        return text
+    head, colon, rest = text.partition(": ")
+    if colon:
+        head = _cut(head, max(width // 2, width - len(rest) - 2))
+        return head + colon + _cut(rest, width - len(head) - 2)
+    return _cut(text, width)
+
+
+def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."

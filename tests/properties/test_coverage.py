@@ -174,3 +174,15 @@ def test_the_independent_api_module_declares_the_seeds_fields(class_name: str) -
         for f in dataclasses.fields(cls)
     ]
     assert found == declared, f"properties/zoo/api/correct.py's {class_name}"
+
+
+def test_every_zoo_entry_has_the_words_its_report_must_name_it_by() -> None:
+    from properties.zoo.api.wrong import WRONG_APIS
+    from properties.zoo.reported import names_mistake, phrases
+    from properties.zoo.wrong import WRONG_IMPLEMENTATIONS
+
+    entries = [("check", n) for n in WRONG_IMPLEMENTATIONS]
+    entries += [("check-api", n) for n in WRONG_APIS]
+    assert [e for e in entries if not phrases(*e)] == []
+    # the entry's own name (the target and rerun lines) does not name its mistake
+    assert not names_mistake("check", "terms_detached", "check properties.zoo.wrong:terms_detached")

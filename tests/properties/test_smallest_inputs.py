@@ -1,0 +1,102 @@
+"""The smallest input that shows each mistake of the zoo (``properties.zoo.smallest``), and
+the input a report shows reaching it.
+
+Each witness must show its mistake (its invariant rejects the mistake and accepts the
+textbook stack on it) and lose it without any one of its rows or columns. The slow tier then
+runs each witness's invariant against its mistake as ``recon-spec check`` does (the dev
+profile, with a seed) and checks that the input it ends on has no more cells than the
+witness: shrinking reaches the smallest input under every seed. A mistake that keeps state
+between calls is left out there: the input it fails on depends on the calls the run made
+before it, which are the search's, not shrunk (the report replays them instead).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from properties.cases import LossCase
+from properties.invariant import InvariantViolation
+from properties.invariants import by_id
+from properties.profiles import profile_settings
+from properties.runner import check_once, run_invariant
+from properties.strategies import make_valid
+from properties.zoo import wrong
+from properties.zoo.smallest import SMALLEST, Smallest
+from properties.zoo.textbook import textbook_losses
+from properties.zoo.wrong import WRONG_IMPLEMENTATIONS
+
+SEEDS = (1, 2, 3)
+
+
+def _rejects(entry: Smallest, implementation: Any, value: Any) -> bool:
+    invariant = by_id(entry.invariant)
+    for earlier in entry.after:  # the calls a target that keeps state needs first
+        implementation(*earlier.tensors(), earlier.config)
+    try:
+        check_once(invariant, invariant.probe(implementation), value)
+    except InvariantViolation:
+        return True
+    return False
+
+
+def _with_case(value: Any, case: LossCase) -> Any:
+    return replace(value, case=case) if hasattr(value, "case") else case
+
+
+def _one_row_or_column_less(case: LossCase) -> list[LossCase]:
+    batch, length = case.shape
+    smaller = []
+    for i in range(batch):
+        keep = lambda rows, i=i: tuple(row for k, row in enumerate(rows) if k != i)  # noqa: E731
+        smaller.append(
+            case.with_rows(keep(case.token_nll), keep(case.zfree_token_nll), keep(case.mask))
+        )
+    for t in range(length):
+        cut = lambda rows, t=t: tuple(row[:t] + row[t + 1 :] for row in rows)  # noqa: E731
+        smaller.append(
+            case.with_rows(cut(case.token_nll), cut(case.zfree_token_nll), cut(case.mask))
+        )
+    return [make_valid(c) for c in smaller if c.shape[0] and any(any(r) for r in c.mask)]
+
+
+def test_every_wrong_implementation_has_its_smallest_input() -> None:
+    assert sorted(SMALLEST) == sorted(WRONG_IMPLEMENTATIONS)
+
+
+@pytest.mark.parametrize("name", sorted(SMALLEST))
+def test_the_witness_shows_the_mistake_and_the_textbook_stack_passes(name: str) -> None:
+    entry = SMALLEST[name]
+    assert _rejects(entry, getattr(wrong, name), entry.witness), f"{name} passes its witness"
+    assert not _rejects(entry, textbook_losses, entry.witness), f"{name}'s witness is wrong"
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in SMALLEST.items() if e.cells > 1))
+def test_without_a_row_or_a_column_the_witness_shows_nothing(name: str) -> None:
+    entry = SMALLEST[name]
+    for smaller in _one_row_or_column_less(entry.case):
+        value = _with_case(entry.witness, smaller)
+        assert not _rejects(entry, getattr(wrong, name), value), f"{name} fails on {smaller}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("name", sorted(n for n, e in SMALLEST.items() if not e.after))
+def test_shrinking_reaches_the_smallest_input(name: str, seed: int) -> None:
+    entry = SMALLEST[name]
+    result = run_invariant(
+        by_id(entry.invariant),
+        getattr(wrong, name),
+        target=f"properties.zoo.wrong:{name}",
+        settings=profile_settings("dev"),
+        seed=seed,
+    )
+    assert result.status == "failed" and result.failure is not None, result.status
+    batch, length = result.failure.shape
+    assert batch * length <= entry.cells, (
+        f"{name}, seed {seed}: {entry.invariant} shows {batch} x {length}, where "
+        f"{entry.case.shape[0]} x {entry.case.shape[1]} shows the mistake: "
+        f"{result.failure.minimal_input}"
+    )

@@ -162,6 +162,7 @@ INVARIANTS = (
         spec_refs=("MATH.md#contract-of-an-implementation",),
         strategy=lambda domain: order_sensitive_cases(domain),
         check=check_deterministic,
+        examples=(named("order-sensitive-sum"),),
         witness="nondeterministic_order",
     ),
 )

@@ -106,6 +106,17 @@ EDGE_CASES: dict[str, EdgeCase] = {
             dtype=torch.float32,
         ),
     ),
+    "order-sensitive-sum": EdgeCase(
+        "Three tokens whose float64 sum depends on the order they are added in "
+        "((0.1 + 0.2) + 0.3 != 0.1 + (0.2 + 0.3)): the fewest that show a reduction order "
+        "that changes from call to call.",
+        LossCase(
+            token_nll=((0.1, 0.2, 0.3),),
+            zfree_token_nll=((0.1, 0.2, 0.3),),
+            mask=((True, True, True),),
+            config=_config(),
+        ),
+    ),
     "ties-at-max": EdgeCase(
         "Ties at the largest surprisal share the weight evenly.",
         LossCase(

@@ -186,3 +186,4 @@ def test_every_zoo_entry_has_the_words_its_report_must_name_it_by() -> None:
     assert [e for e in entries if not phrases(*e)] == []
     # the entry's own name (the target and rerun lines) does not name its mistake
     assert not names_mistake("check", "terms_detached", "check properties.zoo.wrong:terms_detached")
+    assert names_mistake("check", "global_token_mean", "[1] x is the variant global-token-mean")

@@ -11,7 +11,7 @@ wrong API of ``properties.zoo.api.wrong`` (``recon-spec check-api``), under each
 runs the command as a user does (default profile, ``--seed S --no-database``) in a process
 of its own, and reads its report: lines, sections, the B x T of the input the first section
 shows and whether it has no more cells than the smallest input that shows the mistake
-(``properties.zoo.smallest``), whether the summary (or, for a report without one, the
+(``properties.zoo.wrong.SMALLEST``), whether the summary (or, for a report without one, the
 first section) names the mistake as ``properties.zoo.reported`` says it must, the seconds
 to the first result line and to the verdict. ``--tree`` runs another checkout's
 ``properties.cli`` the same way (its report before causes were grouped, say); naming and
@@ -125,7 +125,7 @@ def main() -> None:
     parser.add_argument("--save", type=Path, help="write each report into this folder")
     args = parser.parse_args()
     from properties.zoo.reported import names_mistake
-    from properties.zoo.smallest import SMALLEST
+    from properties.zoo.wrong import SMALLEST
 
     jobs = [(e, seed) for e in entries(set(args.only)) for seed in args.seeds]
     with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:

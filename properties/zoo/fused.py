@@ -25,6 +25,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from properties.invariants.gradients import MixedGradient, SecondOrderUse
+from properties.zoo.smallest import ANY_INPUT, ONE_CELL, Smallest
 from properties.zoo.textbook import textbook_losses
 from spec.terms import (
     BTOK,
@@ -154,3 +156,19 @@ def fused_losses(
         raise ValueError(f"unknown slip {slip!r}")
     outputs = _FusedStack.apply(token_nll, zfree_token_nll, mask, config, slip)
     return dict(zip(LOSS_NAMES, outputs, strict=True))
+
+
+#: slip -> the smallest input that shows it (``properties.zoo.smallest``)
+SMALLEST: dict[str, Smallest] = {
+    "total-weights-only": Smallest("output-gradients", ONE_CELL, ANY_INPUT),
+    "term-gradient-scaled": Smallest("output-gradients", ONE_CELL, ANY_INPUT),
+    "first-upstream-only": Smallest(
+        "mixed-gradient",
+        MixedGradient(ONE_CELL, ((TERMS[0].name, 1.0), (TOTAL_NAME, 1.0))),
+        ANY_INPUT,
+    ),
+    "diagnostics-differentiable": Smallest("output-gradients", ONE_CELL, ANY_INPUT),
+    "no-grad-backward": Smallest(
+        "second-order", SecondOrderUse(ONE_CELL, TOTAL_NAME, 1.0), ANY_INPUT
+    ),
+}

@@ -10,6 +10,17 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from properties.zoo.smallest import (
+    ANY_INPUT,
+    EMPTY_ROW,
+    NAN,
+    ONE_CELL,
+    PADDED,
+    TWO_ROWS,
+    TWO_TOKENS,
+    Smallest,
+    loss_case,
+)
 from spec.terms import BTOK, CC, DIST, EX, KAPPA, RAW, TERMS, TOK, TOTAL
 
 MISTAKES: dict[str, str] = {
@@ -198,3 +209,104 @@ def textbook_losses(
         KAPPA.name: batch_mean(kappa, count=diagnostics_count),
         TOTAL.name: total,
     }
+
+
+#: mistake -> the smallest input that shows it (``properties.zoo.smallest``)
+SMALLEST: dict[str, Smallest] = {
+    "global-token-mean": Smallest(
+        "oracle-agreement",
+        loss_case(
+            [[1.0, 2.0], [3.0, 1.0]], [[0.0, 0.0], [0.0, 0.0]], [[True, True], [True, False]]
+        ),
+        TWO_ROWS,
+    ),
+    "padding-counted": Smallest(
+        "oracle-agreement", loss_case([[1.0, 1.0]], [[0.0, 0.0]], [[True, False]]), PADDED
+    ),
+    "empty-rows-counted": Smallest(
+        "oracle-agreement", loss_case([[1.0], [1.0]], [[0.0], [0.0]], [[True], [False]]), EMPTY_ROW
+    ),
+    "mask-multiplication": Smallest(
+        "oracle-agreement",
+        loss_case([[1.0, NAN]], [[0.0, NAN]], [[True, False]]),
+        "it needs a NaN at a padded position beside a valid one",
+    ),
+    "zfree-not-detached": Smallest("stop-gradient", ONE_CELL, ANY_INPUT),
+    "alpha-ignored": Smallest(
+        "oracle-agreement",
+        loss_case([[1.0, 2.0]], [[0.0, 0.5]], [[True, True]], token_weight_alpha=0.0),
+        TWO_TOKENS,
+    ),
+    "exp-log-shares": Smallest("oracle-agreement", ONE_CELL, ANY_INPUT),
+    "no-max-subtraction": Smallest("oracle-agreement", ONE_CELL, ANY_INPUT),
+    "no-zero-row-fallback": Smallest("oracle-agreement", ONE_CELL, ANY_INPUT),
+    "kappa-from-token-nll": Smallest(
+        "oracle-agreement", loss_case([[1.0, 2.0]], [[0.0, 0.5]], [[True, True]]), TWO_TOKENS
+    ),
+    "epsilon-as-floor": Smallest(
+        "oracle-agreement", loss_case([[1.0]], [[0.5]], [[True]]), ANY_INPUT
+    ),
+    "cc-scale-missing": Smallest(
+        "oracle-agreement",
+        loss_case([[1.0]], [[0.0]], [[True]], zfree_reference_scale=2.0),
+        ANY_INPUT,
+    ),
+    "shares-over-padding": Smallest(
+        "oracle-agreement", loss_case([[1.0, 1.0]], [[0.0, 0.0]], [[True, False]]), PADDED
+    ),
+    "total-missing-cc": Smallest("oracle-agreement", ONE_CELL, ANY_INPUT),
+    "low-precision-compute": Smallest(
+        "oracle-agreement-low-precision",
+        loss_case([[1.0]], [[0.0]], [[True]], torch.bfloat16),
+        ANY_INPUT,
+    ),
+    "mutates-input": Smallest(
+        "inputs-unmodified", loss_case([[1.0, 1.0]], [[0.0, 0.0]], [[True, False]]), PADDED
+    ),
+    "float64-outputs": Smallest(
+        "outputs-contract", loss_case([[1.0]], [[0.0]], [[True]], torch.float32), ANY_INPUT
+    ),
+    "diagnostics-empty-rows-counted": Smallest(
+        "oracle-agreement", loss_case([[1.0], [1.0]], [[0.0], [0.0]], [[True], [False]]), EMPTY_ROW
+    ),
+    "batch-normalized-shares": Smallest(
+        "oracle-agreement",
+        loss_case([[1.0], [2.0]], [[0.0], [0.0]], [[True], [True]]),
+        "shares normalised over one example are its own: two examples",
+    ),
+    "token-term-detached": Smallest("gradient-closed-form", ONE_CELL, ANY_INPUT),
+    "unnormalized-shares": Smallest(
+        "oracle-agreement", loss_case([[1.0, 2.0]], [[0.0, 0.0]], [[True, True]]), TWO_TOKENS
+    ),
+    "kappa-ratio-of-means": Smallest(
+        "oracle-agreement", ONE_CELL, "a row whose b are all 0 makes its ratio of means 0/0"
+    ),
+    "shares-from-token-nll": Smallest(
+        "oracle-agreement", loss_case([[1.0, 2.0]], [[0.0, 0.0]], [[True, True]]), TWO_TOKENS
+    ),
+    "nondeterministic-order": Smallest(
+        "deterministic",
+        loss_case([[0.1, 0.2, 0.3]], [[0.0, 0.0, 0.0]], [[True, True, True]]),
+        "a sum of two numbers is the same in either order: three tokens",
+    ),
+    "lengths-from-first-row": Smallest(
+        "oracle-agreement",
+        loss_case(
+            [[1.0, 2.0], [3.0, 1.0]], [[0.0, 0.0], [0.0, 0.0]], [[True, True], [True, False]]
+        ),
+        "two kept examples of different lengths, one of two tokens",
+    ),
+    "right-padding-assumed": Smallest(
+        "oracle-agreement",
+        loss_case([[1.0, 2.0]], [[0.0, 0.0]], [[False, True]]),
+        "it needs a padded position before a valid one",
+    ),
+    "kappa-with-epsilon": Smallest(
+        "oracle-agreement", loss_case([[1.0]], [[0.5]], [[True]]), ANY_INPUT
+    ),
+    "alpha-in-result": Smallest("outputs-contract", ONE_CELL, ANY_INPUT),
+    "terms-detached": Smallest("output-gradients", ONE_CELL, ANY_INPUT),
+    "zfree-cached-by-shape": Smallest(
+        "oracle-agreement", ONE_CELL, ANY_INPUT, after=(loss_case([[1.0]], [[2.0]], [[True]]),)
+    ),
+}

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from functools import partial
 
+from properties.zoo import fused, textbook
 from properties.zoo.fused import SLIPS, fused_losses
+from properties.zoo.smallest import Smallest
 from properties.zoo.textbook import MISTAKES, textbook_losses
 
 WRONG_IMPLEMENTATIONS: dict[str, str] = {}
+#: wrong implementation -> the smallest input that shows its mistake (its module's SMALLEST)
+SMALLEST: dict[str, Smallest] = {}
 #: wrong implementation -> the invariant that names its mistake (beyond the witnesses)
 NAMED_BY: dict[str, str] = {
     "terms_detached": "output-gradients",
@@ -26,6 +30,8 @@ def _wrong(mistake: str):
     implementation = partial(textbook_losses, mistake=mistake)
     name = mistake.replace("-", "_")
     WRONG_IMPLEMENTATIONS[name] = MISTAKES[mistake]
+    if mistake in textbook.SMALLEST:
+        SMALLEST[name] = textbook.SMALLEST[mistake]
     return implementation
 
 
@@ -33,6 +39,8 @@ def _fused(slip: str):
     implementation = partial(fused_losses, slip=slip)
     name = "fused_" + slip.replace("-", "_")
     NAMED_BY[name], WRONG_IMPLEMENTATIONS[name] = SLIPS[slip]
+    if slip in fused.SMALLEST:
+        SMALLEST[name] = fused.SMALLEST[slip]
     return implementation
 
 

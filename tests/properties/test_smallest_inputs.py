@@ -1,5 +1,5 @@
-"""The smallest input that shows each mistake of the zoo (``properties.zoo.smallest``), and
-the input a report shows reaching it.
+"""The smallest input that shows each mistake of the zoo (``properties.zoo.wrong.SMALLEST``),
+and the input a report shows reaching it.
 
 Each witness must show its mistake (its invariant rejects the mistake and accepts the
 textbook stack on it) and lose it without any one of its rows or columns. The slow tier then
@@ -24,9 +24,9 @@ from properties.profiles import profile_settings
 from properties.runner import check_once, run_invariant
 from properties.strategies import make_valid
 from properties.zoo import wrong
-from properties.zoo.smallest import SMALLEST, Smallest
+from properties.zoo.smallest import Smallest
 from properties.zoo.textbook import textbook_losses
-from properties.zoo.wrong import WRONG_IMPLEMENTATIONS
+from properties.zoo.wrong import SMALLEST, WRONG_IMPLEMENTATIONS
 
 SEEDS = (1, 2, 3)
 

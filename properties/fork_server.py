@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
 from typing import Any
 
 #: every module a worker imports before its first draw, the target's aside: the fork server
@@ -70,5 +71,12 @@ def start_early() -> None:
     from multiprocessing import forkserver
 
     start_resource_tracker_quietly()
-    with contextlib.suppress(OSError):
-        forkserver.ensure_running()
+    # a Ctrl-C while the server imports is this process's to handle, not a traceback of the
+    # server's: it starts with SIGINT blocked (the mask survives exec; pending here, the
+    # signal is delivered once unblocked), as the supervisor starts a worker
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        with contextlib.suppress(OSError):
+            forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

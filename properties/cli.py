@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import os
 import signal
 import sys
@@ -273,17 +272,8 @@ def _run(
                 invariant, options = by_id(result.invariant_id), options_of(result)
                 report.failure_section(invariant, result, target, options, out, **sections)
     else:
-        for fold in (False, True):
-            body = io.StringIO()
-            report.causes_summary(causes, target, options_of, body, **sections)
-            for number, cause in enumerate(causes, start=1):
-                report.cause_section(
-                    number, cause, by_id, target, options_of, body, fold=fold, **sections
-                )
-            tally = 2  # the tally's blank line and its line
-            if progress.lines + body.getvalue().count("\n") + tally <= report.REPORT_LINES:
-                break
-        out.write(body.getvalue())
+        room = report.REPORT_LINES - progress.lines - 2  # the tally's blank line and line
+        out.write(report.causes_text(causes, by_id, target, options_of, room, **sections))
     seconds = time.perf_counter() - start
     report.summary(ordered, seconds, out)
     if not_run:

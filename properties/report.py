@@ -11,6 +11,7 @@ causes were grouped, and what the pytest plugin shows for each test).
 
 from __future__ import annotations
 
+import io
 import re
 import textwrap
 from collections.abc import Callable, Sequence
@@ -327,11 +328,29 @@ def cause_section(
     no_database: bool = False,
     command: str = "check",
     fold: bool = False,
+    brief: bool = False,
 ) -> None:
     """The section of one cause: its representative in full, a line for each other
     invariant it broke (``fold``: their ids on as few lines as they fit, where a line
-    each would make the report too long to read)."""
+    each would make the report too long to read; ``brief``: its heading and input alone,
+    for a cause after those a report of ``REPORT_LINES`` has room for)."""
     shown = cause.representative
+    if brief:
+        invariant = by_id(shown.invariant_id)
+        failure = shown.failure
+        assert failure is not None
+        size = (
+            f": its input is B x T = {failure.shape[0]} x {failure.shape[1]}"
+            if failure.shape
+            else ""
+        )
+        out.write(
+            f"\n{RULE}\n[{number}] {MARKS[shown.status]} {invariant.id}: "
+            f"{invariant.statement}\n(brief, to keep the report short{size}; its rerun line "
+            "in the summary, or --verbose, shows it whole)\n"
+        )
+        out.flush()
+        return
     failure_section(
         by_id(shown.invariant_id),
         shown,
@@ -356,6 +375,32 @@ def cause_section(
         for other in cause.others:
             out.write(_also(other, by_id(other.invariant_id)) + "\n")
     out.flush()
+
+
+def causes_text(
+    causes: Sequence[Cause],
+    by_id: Callable[[str], Invariant],
+    target: str,
+    options_of: Callable[[InvariantResult], dict[str, Any]],
+    room: int,
+    **sections: Any,
+) -> str:
+    """The summary and the sections of ``causes`` in ``room`` lines where they fit: the
+    first that fits of every section with a line per other invariant, those lines folded,
+    then, from the last cause on, a brief section instead of a whole one (the first cause
+    keeps its whole section, however long)."""
+    plans = [(False, len(causes)), *((True, full) for full in range(len(causes), 0, -1))]
+    for fold, full in plans:
+        body = io.StringIO()
+        causes_summary(causes, target, options_of, body, **sections)
+        for number, cause in enumerate(causes, start=1):
+            cause_section(
+                number, cause, by_id, target, options_of, body, fold=fold,
+                brief=number > full, **sections,
+            )  # fmt: skip
+        if body.getvalue().count("\n") <= room:
+            break
+    return body.getvalue()
 
 
 def causes_summary(

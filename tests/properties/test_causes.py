@@ -3,6 +3,8 @@ groups it makes, the failure each group shows, and the line that names it."""
 
 from __future__ import annotations
 
+import re
+
 from properties.causes import describe, group, signature
 from properties.runner import Failure, InvariantResult
 
@@ -141,3 +143,18 @@ def test_a_trigger_found_on_one_failure_does_not_make_it_the_one_shown() -> None
         result("b", failing=("x",), non_finite=("x",), triggers=("t",), trigger_kinds=("t",)),
     )
     assert [c.representative.invariant_id for c in found] == ["a"]
+
+
+def test_a_report_of_many_causes_fits_its_lines_and_heads_a_section_for_each() -> None:
+    from properties.invariants import INVARIANTS, by_id
+    from properties.report import REPORT_LINES, causes_text
+
+    message = "\n".join(f"line {k} of what was found" for k in range(12))
+    ids = [invariant.id for invariant in INVARIANTS[:6]]
+    found = group([result(i, message=message, failing=(f"output_{i}",)) for i in ids], ids.index)
+    text = causes_text(found, by_id, "t:f", lambda r: {"seed": 1}, REPORT_LINES)
+    assert len(text.splitlines()) <= REPORT_LINES
+    headings = re.findall(r"^\[(\d+)\] FAILED ([a-z-]+):", text, re.M)
+    assert headings == [(str(n), i) for n, i in enumerate(ids, start=1)]
+    assert "line 11 of what was found" in text.split("[2] FAILED")[0]  # the first: whole
+    assert "(brief, to keep the report short" in text.split("[6] FAILED")[1]  # the last: brief

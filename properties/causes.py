@@ -258,12 +258,14 @@ def _variant_text(variants: Sequence[tuple[str, str]]) -> str:
     families: dict[str, list[tuple[str, str]]] = {}
     for output, title in variants:
         families.setdefault(title.split()[0], []).append((output, title))
-    chosen = max(families.values(), key=len)
+    most = max(len(family) for family in families.values())
+    tied = [family for family in families.values() if len(family) == most]
+    chosen = tied[0]
     outputs = list(dict.fromkeys(output for output, _ in chosen))
     more = f" (and {len(outputs) - 1} more output{'s' if len(outputs) > 2 else ''})"
-    return f"{outputs[0]} matches the known variant {chosen[0][1]}" + (
-        more if len(outputs) > 1 else ""
-    )
+    # on a small input two variants can give the same values: each is named
+    titles = " or the known variant ".join(family[0][1] for family in tied[:2])
+    return f"{outputs[0]} matches the known variant {titles}" + (more if len(outputs) > 1 else "")
 
 
 def _outputs(names: Sequence[str]) -> str:
@@ -285,10 +287,19 @@ def _clip(text: str, width: int = TEXT_WIDTH) -> str:
         return text
     head, colon, rest = text.partition(": ")
     if colon:
-        head = _cut(head, max(width // 2, width - len(rest) - 2))
+        head = _cut_middle(head, max(width // 2, width - len(rest) - 2))
         return head + colon + _cut(rest, width - len(head) - 2)
     return _cut(text, width)
 
 
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _cut_middle(text: str, width: int) -> str:
+    """``text`` within ``width``, its middle left out: a clause's subject and its last
+    words (what is said of it: "... detached") both stay."""
+    if len(text) <= width:
+        return text
+    end = (width - 5) // 3
+    return text[: width - 5 - end] + " ... " + text[-end:]

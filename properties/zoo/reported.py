@@ -67,7 +67,7 @@ API_NAMED_AS: dict[str, tuple[str, ...]] = {
     "router-switch-ignored": ("router_support must be given",),
     "crossed-auxiliary-weights": ("posterior_entropy must be given", "posterior_variance must"),
     "zero-weight-terms-required": ("router_support must be given",),
-    "inputs-modified": ("was modified", "were modified", "changed"),
+    "inputs-modified": ("modified",),
     "float64-results": ("float64",),
     "auxiliary-terms-detached": ("effective weight",),
     "terms-detached": ("detached",),

@@ -158,3 +158,13 @@ def test_a_report_of_many_causes_fits_its_lines_and_heads_a_section_for_each() -
     assert headings == [(str(n), i) for n, i in enumerate(ids, start=1)]
     assert "line 11 of what was found" in text.split("[2] FAILED")[0]  # the first: whole
     assert "(brief, to keep the report short" in text.split("[6] FAILED")[1]  # the last: brief
+
+
+def test_two_variants_that_give_the_same_values_are_both_named() -> None:
+    # l constant: shares from l are uniform, as with alpha treated as 0
+    variants = (
+        ("token_weighted_reconstruction_loss", "uniform-shares (alpha treated as 0)"),
+        ("token_weighted_reconstruction_loss", "shares-from-token_nll (l for b)"),
+    )
+    text = describe(result("a", variants=variants, failing=(variants[0][0],)))
+    assert "uniform-shares" in text and "shares-from-token_nll" in text

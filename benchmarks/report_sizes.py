@@ -141,7 +141,7 @@ def main() -> None:
             figures = future.result()
             named = names_mistake(command, name, figures["summary"])
             shape = figures["shape"]
-            smallest = SMALLEST.get(name)
+            smallest = SMALLEST.get(name) if command == "check" else None
             least = (
                 "-"
                 if smallest is None or shape is None

@@ -41,8 +41,9 @@ def pytest_configure(config) -> None:
 
 
 #: the marker of the second tier: tests of a process of its own (signals, pipes, worker
-#: deaths, the plugin run as pytest, two ranks) that ``.ci/run`` runs after the README's
-#: command, with ``-m slow``
+#: deaths, the plugin run as pytest, two ranks) and the longest whole checks (correct
+#: implementations over the catalogue, the narrowest domains, shrinking to the smallest
+#: input), which ``.ci/run`` runs after the README's command, with ``-m slow``
 SLOW = "slow"
 
 
@@ -63,7 +64,8 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 
 _LEFT_OUT = (
-    f"the slow tier (tests marked {SLOW!r}: separate processes, signals, two ranks) is left "
+    f"the slow tier (tests marked {SLOW!r}: separate processes, signals, two ranks, the "
+    "longest whole checks) is left "
     "out; `python -m pytest -n 2 -m slow` runs it, and CI does"
 )
 

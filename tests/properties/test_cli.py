@@ -101,6 +101,7 @@ def test_file_path_targets_and_parallel_workers(tmp_path: Path) -> None:
     assert "3 passed" in done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.heavy
 def test_a_file_target_in_a_folder_with_colons_is_split_at_its_last_colon(tmp_path: Path) -> None:
     folder = tmp_path / "run:2026-12-02T10:00"
@@ -603,6 +604,7 @@ def test_no_database_writes_nothing_at_all(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.heavy
 def test_the_rerun_line_repeats_the_run_exactly(tmp_path: Path) -> None:
     folder = tmp_path / "a folder with spaces"

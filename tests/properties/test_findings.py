@@ -101,6 +101,7 @@ def _run_script(path: Path, script: str) -> list[dict[str, float]]:
     return _printed_values(done.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.heavy
 def test_state_between_calls_is_found_and_its_calls_replayed(tmp_path: Path) -> None:
     done = run_cli(

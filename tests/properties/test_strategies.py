@@ -161,6 +161,7 @@ def test_each_value_shrinks_to_its_simplest(values, simplest: float) -> None:
     assert find(values, lambda v: True, settings=FIND) == simplest
 
 
+@pytest.mark.slow
 @pytest.mark.heavy
 def test_shrinks_to_a_small_readable_case() -> None:
     smallest = find(loss_cases(), lambda c: True, settings=FIND)
@@ -226,6 +227,7 @@ NARROWEST = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.heavy
 @pytest.mark.parametrize("domain", NARROWEST.values(), ids=NARROWEST)
 def test_every_invariant_draws_and_holds_in_the_narrowest_domains_the_options_allow(

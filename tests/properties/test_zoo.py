@@ -105,6 +105,7 @@ CORRECT = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.heavy
 @pytest.mark.parametrize(("name", "domain"), CORRECT, ids=[name for name, _ in CORRECT])
 def test_correct_but_different_implementations_are_accepted(name: str, domain: Domain) -> None:

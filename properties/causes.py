@@ -171,7 +171,14 @@ def group(results: Sequence[InvariantResult], order: Callable[[str], int]) -> li
         members.sort(key=lambda r: order(r.invariant_id))
         best = min(members, key=lambda r: _rank(r, order(r.invariant_id)))
         causes.append(Cause(members, best, frozenset(tokens)))
-    causes.sort(key=lambda c: _rank(c.representative, order(c.representative.invariant_id)))
+    # the cause that broke the most invariants first: a variant that one input matches by
+    # coincidence breaks one or two, the mistake itself most of them
+    causes.sort(
+        key=lambda c: (
+            -len(c.results),
+            _rank(c.representative, order(c.representative.invariant_id)),
+        )
+    )
     return causes
 
 

@@ -19,8 +19,9 @@ Evidence, from the most telling:
 * for a run that could not check an invariant (a crash, a timeout, a missing name, the
   suite's own error): that outcome.
 
-A cause's *representative* is its most telling failure: one that names a variant, else one
-with a trigger, an exception or state, else the first in the catalogue. The report shows it
+A cause's *representative* is its most telling failure: one that names a variant (by its
+number, or by the NaN it gives too), else one with an exception or state; among those, the
+one of the fewest cells, then the first in the catalogue. The report shows it
 in full and gives each other failure of the cause one line.
 """
 
@@ -130,7 +131,14 @@ class Cause:
 
     @property
     def text(self) -> str:
-        return describe(self.representative)
+        shown = self.representative.failure
+        named = next((r.failure for r in self.results if r.failure and r.failure.variants), None)
+        assert shown is not None
+        if named is None or shown.variants:
+            return describe(self.representative)
+        # the smallest input shows the variant's NaN: a failure that gives its number names it
+        triggers = "".join(f"; shown where {t} triggers it" for t in shown.triggers[:1])
+        return _clip(_variant_text(named.variants) + triggers)
 
 
 def _rank(result: InvariantResult, position: int) -> tuple[int, ...]:
@@ -140,11 +148,14 @@ def _rank(result: InvariantResult, position: int) -> tuple[int, ...]:
     # rank: a failure would be shown for being the one looked at first
     named = bool(failure.raised or failure.state or failure.flaky)
     plain = failure.shown is None or isinstance(failure.shown, LossCase)
+    batch, length = failure.shape or (0, 0)
     return (
         PROBLEMS.index(result.status),
-        0 if failure.variants else 1,
+        # a variant's NaN on a degenerate row names it too (``Cause.text`` says its number)
+        0 if failure.variants or failure.nan_variants else 1,
         0 if named else 1,
         0 if plain else 1,  # one batch reads faster than a record of several
+        batch * length,  # the smallest input that shows the cause
         position,
     )
 
@@ -165,7 +176,7 @@ def group(results: Sequence[InvariantResult], order: Callable[[str], int]) -> li
             tokens |= g[0]
         members = [r for g in joined for r in g[1]] + [result]
         groups.append((tokens, members))
-    groups = _absorb_explained(groups)
+    groups = _absorb_explained(_join_variant_nans(groups))
     causes = []
     for tokens, members in groups:
         members.sort(key=lambda r: order(r.invariant_id))
@@ -180,6 +191,31 @@ def group(results: Sequence[InvariantResult], order: Callable[[str], int]) -> li
         )
     )
     return causes
+
+
+def _join_variant_nans(
+    groups: list[tuple[set[Token], list[InvariantResult]]],
+) -> list[tuple[set[Token], list[InvariantResult]]]:
+    """A group whose NaN a known variant gives too (and that matches no variant's number)
+    joins the group that matches that variant's number: on a degenerate row (all b = 0)
+    the mistake shows as NaN, elsewhere as a wrong number. A NaN alone does not group (many
+    variants are NaN on the same row): it only joins a variant the numbers name."""
+    numbers = [g for g in groups if any(t[0] == "variant" for t in g[0])]
+    kept = []
+    for tokens, members in groups:
+        nans = {
+            ("variant", *pair)
+            for r in members
+            if r.failure is not None and not r.failure.variants
+            for pair in r.failure.nan_variants
+        }
+        home = next((g for g in numbers if g[0] & nans), None) if nans else None
+        if home is None or any(t[0] == "variant" for t in tokens):
+            kept.append((tokens, members))
+            continue
+        home[0].update(tokens)
+        home[1].extend(members)
+    return kept
 
 
 def _absorb_explained(

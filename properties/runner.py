@@ -426,8 +426,9 @@ def _fewer_cells(
     that needs one padded position, found as two rows of different lengths, stays at
     2 x 2 where one row of a valid and a padded position (1 x 2) shows it. So an input
     that is one ``LossCase`` is tried without each of its rows, and without each of its
-    columns (a position of every row), as long as one of them still fails the same way;
-    ``attempts.last`` and the returned error are then the smaller input's."""
+    columns (a position of every row), as long as one of them still fails of the same
+    cause (``_same_cause``); ``attempts.last`` and the returned error are then the smaller
+    input's."""
     assert attempts.last is not None
     drawn = attempts.last[1]
     if not isinstance(drawn, LossCase) or not isinstance(error, InvariantViolation):
@@ -443,7 +444,7 @@ def _fewer_cells(
             try:
                 check_once(invariant, probe, smaller)
             except InvariantViolation as again:
-                if probe.escaped is None and _same_failure(again, error):
+                if probe.escaped is None and _same_cause(again, error):
                     drawn, error, attempts.last = smaller, again, (probe, smaller)
                     attempts.failed_example = attempts.count
                     improved = True
@@ -516,6 +517,20 @@ def _same_failure(edge: BaseException, shown: BaseException) -> bool:
     if isinstance(edge, InvariantViolation) and isinstance(shown, InvariantViolation):
         total = TOTAL.name
         return set(edge.failing) - {total} <= set(shown.failing) - {total}
+    return True
+
+
+def _same_cause(smaller: BaseException, shown: BaseException) -> bool:
+    """Whether a smaller input's failure has the cause of the one shown, as the report groups
+    failures (``properties.causes``): the same kind of error, and for value comparisons an
+    output off in both (the total aside). A mistake that gives a wrong number on two rows
+    may give NaN on one: its smallest input is that row, with more outputs off."""
+    if type(smaller) is not type(shown):
+        return False
+    if isinstance(smaller, InvariantViolation) and isinstance(shown, InvariantViolation):
+        total = TOTAL.name
+        off = set(shown.failing) - {total} or {total}
+        return bool(set(smaller.failing) & off)
     return True
 
 

@@ -169,3 +169,38 @@ def test_two_variants_that_give_the_same_values_are_both_named() -> None:
     )
     text = describe(result("a", variants=variants, failing=(variants[0][0],)))
     assert "uniform-shares" in text and "shares-from-token_nll" in text
+
+
+def test_a_nan_the_variant_gives_joins_its_cause_and_its_smaller_input_is_shown() -> None:
+    from properties.zoo.smallest import ONE_CELL, loss_case
+
+    ratio = ("token_concentration_factor", "ratio-of-means (mean btok / mean bbar)")
+    two_rows = loss_case([[1.0, 2.0], [1.0, 1.0]], [[1.0, 0.0], [1.0, 2.0]], [[True] * 2] * 2)
+    found = causes(
+        result("a", failing=(ratio[0],), variants=(ratio,), shown=two_rows),
+        result(
+            "b",
+            non_finite=(ratio[0],),
+            nan_variants=(ratio,),
+            triggers=("a row whose valid b are all 0",),
+            trigger_kinds=("zero-b",),
+            shown=ONE_CELL,
+        ),
+        result("c", failing=(ratio[0],), variants=(ratio,), shown=two_rows),
+    )
+    assert len(found) == 1
+    assert found[0].representative.invariant_id == "b"  # 1 cell, where "a" shows 4
+    assert found[0].text == (
+        "token_concentration_factor matches the known variant ratio-of-means (mean btok / "
+        "mean bbar); shown where a row whose valid b are all 0 triggers it"
+    )
+
+
+def test_a_nan_alone_does_not_join_a_variant_it_does_not_give() -> None:
+    ratio = ("token_concentration_factor", "ratio-of-means (mean btok / mean bbar)")
+    other = ("token_concentration_factor", "from-token-nll (pi from l)")
+    found = causes(
+        result("a", failing=(ratio[0],), variants=(ratio,)),
+        result("b", non_finite=(ratio[0],), nan_variants=(other,), trigger_kinds=("zero-b",)),
+    )
+    assert [[r.invariant_id for r in c.results] for c in found] == [["a"], ["b"]]

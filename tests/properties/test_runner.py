@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import settings
+from hypothesis import Phase, settings
 
 from properties.cases import LossCase
 from properties.database import FailureStore, decode, encode
 from properties.default_target import reconstruction_losses
-from properties.invariant import Invariant
+from properties.invariant import Invariant, NamedInput
 from properties.invariants import by_id
 from properties.invariants.edge_cases import EDGE_CASES
 from properties.profiles import profile_settings
@@ -237,6 +237,26 @@ def test_an_edge_case_no_random_input_breaks_is_shown_with_its_reason() -> None:
     edge = result.failure.edge_case
     assert edge is not None and edge.name == "nan-padding" and "NaN" in edge.why
     assert not result.failure.shrunk
+
+
+def test_an_input_is_reduced_to_fewer_cells_where_it_shows_the_cause_more_ways() -> None:
+    # kappa as a ratio of batch means: a wrong number on two rows, NaN on one row of b = 0
+    # (with R_cc and the total NaN too); the four cells a search once stopped at reduce
+    # to that one, first without a column (one row is empty then), then without a row
+    two_rows = LossCase(
+        token_nll=((1.0, 0.0), (1.0, 1.0)),
+        zfree_token_nll=((1.0, 0.0), (1.0, 0.0)),
+        mask=((True, False), (True, True)),
+    )
+    invariant = replace(by_id("oracle-agreement"), examples=(NamedInput("two rows", "", two_rows),))
+    result = run_invariant(
+        invariant,
+        wrong.kappa_ratio_of_means,
+        target="t",
+        settings=settings(DEV, phases=[Phase.explicit, Phase.shrink]),
+    )
+    assert result.status == "failed" and result.failure.edge_reduced
+    assert result.failure.shown.zfree_token_nll == ((0.0,),)
 
 
 def test_the_diagnosis_looks_at_the_input_whose_outputs_the_table_shows() -> None:

@@ -130,9 +130,16 @@ def reduce_statistics(stats: Statistics, plan: Plan) -> Reduction:
     values, total = {}, None
     for name, row, scale in layout.outputs:
         values[name] = mean_of[row] if scale is None else mean_of[row] / parameters[scale]
+    largest = torch.finfo(plan.dtype).max  # add's alpha must be a number of the dtype
     for name, w in plan.weights.items():
-        if w != 0:
-            total = w * values[name] if total is None else total + w * values[name]
+        if w == 0:
+            continue
+        if total is None:
+            total = w * values[name]
+        elif abs(w) <= largest:  # total + w R_k in one call: a call costs more than its flops
+            total = torch.add(total, values[name], alpha=w)
+        else:
+            total = total + w * values[name]  # w * R_k is inf (or NaN), as it should be
     values[TOTAL_NAME] = torch.zeros_like(kept_count) if total is None else total
     state = torch.stack([stats.count, stats.share_sum, *divisors.values()])
     return Reduction(values, state, kept_count)
@@ -165,8 +172,8 @@ def token_gradient(
     """
     total, kept_count = upstream[TOTAL_NAME], saved["kept_count"]
     state = dict(zip(plan.layout.state_rows, saved["state"], strict=True))
-    per_example: list[Tensor] = []
-    shared: list[Tensor] = []
+    # the sums over the per-example and the share-weighted groups of a_k / (C_k d_ki)
+    sums: dict[str, Tensor | None] = {"per-example": None, "share-weighted": None}
     per_token: list[tuple[Tensor, Tensor]] = []
     for (kind, divisor, token), members in plan.layout.groups.items():
         # the weights' part as one number, C folded in, and the terms' own gradients
@@ -181,15 +188,14 @@ def token_gradient(
                 a = g if a is None else a + g
         if a is None:
             continue
-        a = a if divisor is None else a / state[divisor]
-        if kind == "per-example":
-            per_example.append(a)
-        elif kind == "share-weighted":
-            shared.append(a)
+        d = None if divisor is None else state[divisor]
+        if kind == "per-token":
+            per_token.append((saved[f"k:{token}"], a if d is None else a / d))
         else:
-            per_token.append((saved[f"k:{token}"], a))
-    m = _add(shared)
+            sums[kind] = _add_quotient(sums[kind], a, d)
+    m = sums["share-weighted"]
     uniform, p = saved.get("uniform"), saved.get("shares")
+    per_example = [sums["per-example"]]
     if m is not None:
         # uniform shares put m on the uniform weights (every row's for alpha = 0)
         per_example.append(m if uniform is None else torch.where(uniform, m, 0.0))
@@ -216,6 +222,14 @@ def token_gradient(
 def _scaled(total: Tensor | None, weight: float) -> Tensor | None:
     """``weight * total``, or None where it is absent (no total's gradient, or weight 0)."""
     return None if total is None or weight == 0 else total * weight
+
+
+def _add_quotient(total: Tensor | None, a: Tensor, divisor: Tensor | None) -> Tensor:
+    """``total + a / divisor`` (``a / divisor`` without a total; no divisor: 1) in one call:
+    a call costs more than its flops on these [B] vectors."""
+    if divisor is None:
+        return a if total is None else total + a
+    return a / divisor if total is None else torch.addcdiv(total, a, divisor)
 
 
 def _add(parts: Sequence[Tensor | None]) -> Tensor | None:

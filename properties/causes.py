@@ -20,8 +20,9 @@ Evidence, from the most telling:
   suite's own error): that outcome.
 
 A cause's *representative* is its most telling failure: one that names a variant (by its
-number, or by the NaN it gives too), else one with an exception or state; among those, the
-one of the fewest cells, then the first in the catalogue. The report shows it
+number, or by the NaN it gives too where another failure of the cause gives its number),
+else one with an exception or state; among those, the one of the fewest cells, then the
+first in the catalogue. The report shows it
 in full and gives each other failure of the cause one line.
 """
 
@@ -141,7 +142,11 @@ class Cause:
         return _clip(_variant_text(named.variants) + triggers)
 
 
-def _rank(result: InvariantResult, position: int) -> tuple[int, ...]:
+def _rank(
+    result: InvariantResult, position: int, numbered: frozenset[tuple[str, str]] = frozenset()
+) -> tuple[int, ...]:
+    """How telling ``result`` is, least first; ``numbered``: the variants its cause's
+    failures match by number, whose NaN on a degenerate row names them as well."""
     failure = result.failure
     assert failure is not None
     # triggers are not looked for on every failure (properties.followup), so they do not
@@ -151,8 +156,7 @@ def _rank(result: InvariantResult, position: int) -> tuple[int, ...]:
     batch, length = failure.shape or (0, 0)
     return (
         PROBLEMS.index(result.status),
-        # a variant's NaN on a degenerate row names it too (``Cause.text`` says its number)
-        0 if failure.variants or failure.nan_variants else 1,
+        0 if failure.variants or numbered.intersection(failure.nan_variants) else 1,
         0 if named else 1,
         0 if plain else 1,  # one batch reads faster than a record of several
         batch * length,  # the smallest input that shows the cause
@@ -180,14 +184,15 @@ def group(results: Sequence[InvariantResult], order: Callable[[str], int]) -> li
     causes = []
     for tokens, members in groups:
         members.sort(key=lambda r: order(r.invariant_id))
-        best = min(members, key=lambda r: _rank(r, order(r.invariant_id)))
+        numbered = frozenset(t[1:] for t in tokens if t[0] == "variant")
+        best = min(members, key=lambda r: _rank(r, order(r.invariant_id), numbered))
         causes.append(Cause(members, best, frozenset(tokens)))
     # the cause that broke the most invariants first: a variant that one input matches by
     # coincidence breaks one or two, the mistake itself most of them
     causes.sort(
         key=lambda c: (
             -len(c.results),
-            _rank(c.representative, order(c.representative.invariant_id)),
+            _rank(c.representative, order(c.representative.invariant_id), frozenset()),
         )
     )
     return causes

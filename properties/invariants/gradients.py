@@ -232,7 +232,7 @@ def check_second_order(probe: Probe, drawn: SecondOrderUse) -> None:
     seen = probe.second_order(case, name, v)
     if seen.detached:
         raise _detached([name], case)
-    where = f"{name} differentiated with create_graph=True and upstream gradient v = {v!r}"
+    where = f"{name} differentiated with create_graph=True (upstream gradient v = {v!r})"
     if seen.error is not None:
         if _declines(seen.error):
             return  # declined clearly: second order is not claimed

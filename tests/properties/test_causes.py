@@ -204,3 +204,36 @@ def test_a_nan_alone_does_not_join_a_variant_it_does_not_give() -> None:
         result("b", non_finite=(ratio[0],), nan_variants=(other,), trigger_kinds=("zero-b",)),
     )
     assert [[r.invariant_id for r in c.results] for c in found] == [["a"], ["b"]]
+
+
+def test_a_second_order_cause_keeps_create_graph_in_its_line() -> None:
+    # the upstream gradient's value is an aside: the line drops it, not "create_graph"
+    from properties.invariants import by_id
+    from properties.profiles import profile_settings
+    from properties.runner import run_invariant
+    from properties.zoo import wrong
+
+    for seed in (1, 2):
+        found = run_invariant(
+            by_id("second-order"),
+            wrong.fused_no_grad_backward,
+            target="t",
+            settings=profile_settings("dev"),
+            seed=seed,
+        )
+        assert found.status == "failed"
+        assert "differentiated with create_graph=True: g is detached" in describe(found)
+
+
+def test_a_nan_that_a_variant_gives_does_not_lead_where_no_failure_gives_its_number() -> None:
+    # many variants are NaN on a row of b = 0: only a number names one
+    from properties.zoo.smallest import ONE_CELL, loss_case
+
+    shares = ("token_weighted_reconstruction_loss", "batch-normalized-shares")
+    larger = loss_case([[1.0, 2.0], [1.0, 1.0]], [[0.0, 0.0], [1.0, 2.0]], [[True] * 2] * 2)
+    nan = {"non_finite": (shares[0],), "trigger_kinds": ("zero-b",)}
+    found = causes(
+        result("e", nan_variants=(shares,), shown=larger, **nan),
+        result("a", shown=ONE_CELL, **nan),
+    )
+    assert len(found) == 1 and found[0].representative.invariant_id == "a"

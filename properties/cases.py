@@ -126,6 +126,21 @@ class LossCase:
     def with_rows(self, token_nll: Rows, zfree_token_nll: Rows, mask: MaskRows) -> LossCase:
         return replace(self, token_nll=token_nll, zfree_token_nll=zfree_token_nll, mask=mask)
 
+    def without_row(self, i: int) -> LossCase:
+        """The batch without example ``i`` (from every tensor)."""
+        l, b, m = (
+            rows[:i] + rows[i + 1 :] for rows in (self.token_nll, self.zfree_token_nll, self.mask)
+        )
+        return self.with_rows(l, b, m)
+
+    def without_column(self, t: int) -> LossCase:
+        """The batch without position ``t`` (of every row, in every tensor)."""
+        l, b, m = (
+            tuple(row[:t] + row[t + 1 :] for row in rows)
+            for rows in (self.token_nll, self.zfree_token_nll, self.mask)
+        )
+        return self.with_rows(l, b, m)
+
     def __repr__(self) -> str:
         parts = [
             f"token_nll={format_rows(self.token_nll)}",

@@ -19,7 +19,8 @@ Evidence, from the most telling:
 * for a run that could not check an invariant (a crash, a timeout, a missing name, the
   suite's own error): that outcome.
 
-A cause's *representative* is its most telling failure: one that names a variant (by its
+A cause's *representative* is its most telling failure: one whose state between calls a
+replay found, else one that names a variant (by its
 number, or by the NaN it gives too where another failure of the cause gives its number),
 else one with an exception or state; among those, the one of the fewest cells, then the
 first in the catalogue. The report shows it
@@ -135,7 +136,8 @@ class Cause:
         shown = self.representative.failure
         named = next((r.failure for r in self.results if r.failure and r.failure.variants), None)
         assert shown is not None
-        if named is None or shown.variants:
+        numbered = set(named.variants) if named is not None else set()
+        if not numbered & set(shown.nan_variants) or shown.variants:
             return describe(self.representative)
         # the smallest input shows the variant's NaN: a failure that gives its number names it
         triggers = "".join(f"; shown where {t} triggers it" for t in shown.triggers[:1])
@@ -156,7 +158,9 @@ def _rank(
     batch, length = failure.shape or (0, 0)
     return (
         PROBLEMS.index(result.status),
-        0 if failure.variants or numbered.intersection(failure.nan_variants) else 1,
+        # state a replay found: the variants that stale values match say nothing more
+        0 if failure.state is not None else 1,
+        0 if failure.state or failure.variants or numbered & set(failure.nan_variants) else 1,
         0 if named else 1,
         0 if plain else 1,  # one batch reads faster than a record of several
         batch * length,  # the smallest input that shows the cause

@@ -9,7 +9,11 @@ Then each shown input of a stack target is checked again in a fresh worker proce
 has made no call before. Where it passes there, the failure needs calls the run made
 before it: the target keeps state between calls. The fewest of those calls that make the
 failure again in a fresh process are found (the shortest run of calls before it, then its
-first call alone), and the report's script replays them before the failing check.
+first call alone), and the report's script replays them before the failing check. Then the
+input and those calls lose rows and columns together (a row taken from the input is taken
+from each earlier call of its shape) while the check still fails after them in a fresh
+process; where the state also shows on the oracle comparison (``STATE_SHOWN_BY``), which
+reads every output, the report shows it there, on as few cells as it takes.
 
 Last, a shown failure that nothing names yet (no known variant, no exception, no state)
 gets its triggers: the features of its input without which it passes
@@ -18,11 +22,17 @@ gets its triggers: the features of its input without which it passes
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
+import torch
+
+from properties.cases import LossCase
 from properties.causes import Cause, group
-from properties.runner import InvariantResult
+from properties.runner import InvariantResult, cuts
+from properties.strategies import make_valid
 from properties.supervisor import Supervisor
 from properties.target import Call
 from properties.worker import Replay, WorkRequest
@@ -63,7 +73,10 @@ def follow_up(
                 if again.status == "failed" and again.failure is not None:
                     shown = by_id[shown.invariant_id] = replace(shown, failure=again.failure)
             if kind == "stack":
-                _look_for_state(supervisor, shown)
+                moved = _look_for_state(supervisor, shown, by_id)
+                if moved is not None:  # shown there now, with the state found: looked at
+                    by_id[moved.invariant_id] = moved
+                    done.add(moved.invariant_id)
                 failure = shown.failure
                 if _needs_triggers(shown) and failure is not None:
                     found = supervisor.triggers(shown.invariant_id, failure.shown)
@@ -81,10 +94,22 @@ def _needs_triggers(result: InvariantResult) -> bool:
     return not (failure.variants or failure.state or failure.flaky)
 
 
-def _look_for_state(supervisor: Supervisor, result: InvariantResult) -> None:
+#: the invariant a target's state is shown on where it fails there too: it compares every
+#: output with the oracle, so that a stale value of any output shows on the fewest cells
+STATE_SHOWN_BY = "oracle-agreement"
+#: the dtypes of an input it takes (the low-precision ones are another invariant's)
+_ORACLE_DTYPES = (torch.float64, torch.float32)
+
+
+def _look_for_state(
+    supervisor: Supervisor, result: InvariantResult, by_id: dict[str, InvariantResult]
+) -> InvariantResult | None:
+    """Where ``result``'s failure needs calls made before it, say so and find the fewest;
+    the result of ``STATE_SHOWN_BY`` where the state shows there on fewer cells (it then
+    carries the state found), else None."""
     failure = result.failure
     if result.status != "failed" or failure is None or failure.shown is None:
-        return
+        return None
     invariant_id = result.invariant_id
 
     def fails_after(calls: Sequence[Call]) -> str | None:
@@ -94,29 +119,148 @@ def _look_for_state(supervisor: Supervisor, result: InvariantResult) -> None:
 
     alone = supervisor.replay(Replay(invariant_id, failure.shown))
     if alone is None or alone[0]:
-        return  # it fails on its own (or the replay could not tell): no state involved
+        return None  # it fails on its own (or the replay could not tell): no state involved
     history = [
         call
         for call in supervisor.histories.get(invariant_id, ())
         if not call.adjust and call.error is None
     ]
     found = _fewest_calls(history, fails_after)
+    failure.triggers = failure.trigger_kinds = ()  # found after the state changed
     if found is None:
-        failure.triggers = failure.trigger_kinds = ()
         failure.state = (
             f"{invariant_id} fails on this input in the run but passes on it in a fresh "
             f"process, also after the {len(history)} calls the run made before it: the "
             "target is not deterministic, or its state comes from elsewhere"
         )
-        return
+        return None
     calls, script = found
-    failure.triggers = failure.trigger_kinds = ()  # found after the state changed
+    _say_state(failure, invariant_id, calls, script)
+    oracle = by_id.get(STATE_SHOWN_BY)
+    also = (
+        (STATE_SHOWN_BY,)
+        if oracle is not None
+        and oracle is not result
+        and oracle.status == "failed"
+        and isinstance(failure.shown, LossCase)
+        and failure.shown.dtype in _ORACLE_DTYPES
+        else ()
+    )
+    smaller = _fewer_cells_after(supervisor, (invariant_id, *also), failure.shown, calls)
+    if smaller is None:
+        return None
+    shown_by, calls, script, replayed = smaller
+    if shown_by == invariant_id:
+        for name in _INPUT_FIELDS:  # the smaller input's own table, diagnosis and outcome
+            setattr(failure, name, getattr(replayed, name))
+        _say_state(failure, invariant_id, calls, script)
+        return None
+    assert oracle is not None
+    _say_state(replayed, shown_by, calls, script)
+    return replace(oracle, failure=replayed)
+
+
+def _say_state(failure: Any, invariant_id: str, calls: list[Call], script: str) -> None:
     count = f"{len(calls)} call{'s' if len(calls) > 1 else ''}"
     failure.state = (
         f"{invariant_id} fails on this input after {count} the run made before it (the "
         "script below replays them) and passes on it in a fresh process"
     )
     failure.reproduction = script
+
+
+#: the fields of a failure that describe its input (``properties.runner.Failure``)
+_INPUT_FIELDS = (
+    "message",
+    "minimal_input",
+    "diagnosis",
+    "traceback",
+    "failing",
+    "variants",
+    "nan_variants",
+    "non_finite",
+    "raised",
+    "target_errors",
+    "shown",
+)
+
+
+def _fewer_cells_after(
+    supervisor: Supervisor, invariant_ids: tuple[str, ...], shown: Any, calls: list[Call]
+) -> tuple[str, list[Call], str, Any] | None:
+    """The shown input and the calls before it with fewer cells, where the check of one of
+    ``invariant_ids`` (the first that does) still fails after them in a fresh process: a
+    row or a column taken from the input is taken from each earlier call of its shape too
+    (a target that keeps state per shape or per position needs both). The invariant, the
+    calls, the script and the failure; None where none smaller fails. The calls are the
+    search's, not shrunk by it: without this the input shown is whatever the search met
+    after them."""
+    if not isinstance(shown, LossCase):
+        return None
+    found = None
+    improved = True
+    while improved:
+        improved = False
+        for (axis, index), case in cuts(shown):
+            case = make_valid(case)
+            for earlier in _cut_calls(calls, shown.shape, axis, index):
+                for invariant_id in invariant_ids:
+                    answer = supervisor.replay(Replay(invariant_id, case, tuple(earlier)))
+                    if answer is not None and answer[0]:
+                        shown, calls = case, earlier
+                        found = (invariant_id, earlier, answer[1], answer[2])
+                        # the invariants from this one on: the first that showed it, kept
+                        invariant_ids = invariant_ids[invariant_ids.index(invariant_id) :]
+                        improved = True
+                        break
+                if improved:
+                    break
+            if improved:
+                break
+    return found
+
+
+def _cut_calls(
+    calls: list[Call], shape: tuple[int, int], axis: str, index: int
+) -> list[list[Call]]:
+    """``calls`` with the calls of ``shape`` cut along ``axis`` as the input was (at
+    ``index``), then at each other index: what a call left at a position (a padded one's
+    value, say) may be what the input meets at another; each also with the cut calls'
+    padded positions made valid. A cut that leaves a call without a valid token is left
+    out (an input the spec rejects: the script would stop there)."""
+    cut = LossCase.without_row if axis == "row" else LossCase.without_column
+    size = shape[0] if axis == "row" else shape[1]
+    found = []
+    for k in (index, *(k for k in range(size) if k != index)):
+        earlier = [replace(c, case=cut(c.case, k)) if c.case.shape == shape else c for c in calls]
+        # a state kept from a padded position (a cache of the whole tensor) shows on one
+        # cell only where that position is valid
+        opened = [
+            _all_valid(now) if old.case.shape == shape else now
+            for old, now in zip(calls, earlier, strict=True)
+        ]
+        for calls_now in (earlier, opened):
+            valid = all(any(any(row) for row in c.case.mask) for c in calls_now)
+            if valid and calls_now not in found:
+                found.append(calls_now)
+    return found
+
+
+def _all_valid(call: Call) -> Call:
+    """``call`` with every position valid, where the values at its padded ones are losses
+    (finite, not negative); else as it is."""
+    case = call.case
+    padded = [
+        value
+        for rows in (case.token_nll, case.zfree_token_nll)
+        for row, mask in zip(rows, case.mask, strict=True)
+        for value, valid in zip(row, mask, strict=True)
+        if not valid
+    ]
+    if not all(math.isfinite(v) and v >= 0 for v in padded):
+        return call
+    mask = tuple(tuple(True for _ in row) for row in case.mask)
+    return replace(call, case=case.with_rows(case.token_nll, case.zfree_token_nll, mask))
 
 
 def _fewest_calls(history: list[Call], fails_after) -> tuple[list[Call], str] | None:

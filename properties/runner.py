@@ -457,20 +457,16 @@ def _fewer_cells(
 def _smaller_cases(case: LossCase) -> list[LossCase]:
     """``case`` without one of its rows, then without one of its columns: valid inputs
     (a valid token left) of fewer cells."""
+    return [make_valid(smaller) for _, smaller in cuts(case)]
+
+
+def cuts(case: LossCase) -> list[tuple[tuple[str, int], LossCase]]:
+    """``case`` without each of its rows, then without each of its columns, where a valid
+    token is left: (``("row", i)`` or ``("column", t)``, the smaller case) each."""
     batch, length = case.shape
-    found = []
-    for i in range(batch):
-        keep = [k for k in range(batch) if k != i]
-        rows = [tuple(rows[k] for k in keep) for rows in (case.token_nll, case.zfree_token_nll)]
-        found.append(case.with_rows(*rows, tuple(case.mask[k] for k in keep)))
-    for t in range(length):
-
-        def without(rows: tuple, t: int = t) -> tuple:
-            return tuple(row[:t] + row[t + 1 :] for row in rows)
-
-        rows = (without(case.token_nll), without(case.zfree_token_nll), without(case.mask))
-        found.append(case.with_rows(*rows))
-    return [make_valid(c) for c in found if c.shape[0] and any(any(r) for r in c.mask)]
+    found = [(("row", i), case.without_row(i)) for i in range(batch)]
+    found += [(("column", t), case.without_column(t)) for t in range(length)]
+    return [(cut, c) for cut, c in found if c.shape[0] and any(any(r) for r in c.mask)]
 
 
 def check_once(invariant: Invariant, probe: Probe, value: Any) -> None:
@@ -532,6 +528,16 @@ def _same_cause(smaller: BaseException, shown: BaseException) -> bool:
         off = set(shown.failing) - {total} or {total}
         return bool(set(smaller.failing) & off)
     return True
+
+
+def failure_of(
+    invariant: Invariant, target: str, error: BaseException, probe: Probe, shown: Any
+) -> Failure:
+    """The failure ``error`` of ``invariant`` on the input ``shown`` (checked with ``probe``)
+    as a report gives it, outside a run (a replay in a fresh process)."""
+    failure = _failure(invariant, target, error, (probe, shown))
+    failure.shown = _picklable(shown)
+    return failure
 
 
 def _failure(

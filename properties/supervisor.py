@@ -76,7 +76,7 @@ class _Worker:
     #: where in ``log`` each input of the current invariant began
     example_starts: list[int] = field(default_factory=list)
     #: a replay's answer: (whether the check failed, the calls as a script)
-    replayed: tuple[bool, str] | None = None
+    replayed: tuple[bool, str, Any] | None = None
     #: the answer to a ``triggers`` request: (kind, description) each
     triggered: tuple[tuple[str, str], ...] | None = None
     asked: bool = False
@@ -233,9 +233,10 @@ class Supervisor:
                 pass  # no invariant runs meanwhile: no result comes
         return worker.triggered or ()
 
-    def replay(self, replay: Replay) -> tuple[bool, str] | None:
+    def replay(self, replay: Replay) -> tuple[bool, str, Any] | None:
         """Make ``replay``'s calls and check its input in a fresh worker: whether the check
-        fails there, and the calls as a script; None where the worker died or hung."""
+        fails there, the calls as a script and the failure (``properties.runner.Failure``,
+        None where it passes); None where the worker died or hung."""
         worker = self._start_worker(fresh=True)
         try:
             while worker in self.workers and worker.replayed is None:
@@ -314,7 +315,7 @@ class Supervisor:
                 worker.triggered, worker.asked = message[1], False
                 worker.call_started = None
             elif kind == "replayed":
-                worker.replayed = (message[1], message[2])
+                worker.replayed = (message[1], message[2], message[3])
                 worker.call_started = None
             elif kind == "result":
                 result: InvariantResult = message[1]

@@ -242,11 +242,14 @@ def load_what_a_run_imports() -> None:
 
 def _replay(
     replay: Replay, implementation: Any, by_id: Any, target: str, reporter: _Reporter
-) -> tuple[bool, str]:
-    """Make the replay's calls, then check its input: whether the check fails there, and
-    every call as a standalone script (earlier calls' tensors freed as the run freed them)."""
+) -> tuple[bool, str, Any]:
+    """Make the replay's calls, then check its input: whether the check fails there, every
+    call as a standalone script (earlier calls' tensors freed as the run freed them), and
+    the failure on that input as a report gives it (``properties.runner.Failure``)."""
+    from hypothesis.errors import UnsatisfiedAssumption
+
     from properties.reproduction import render, replay_call
-    from properties.runner import check_once
+    from properties.runner import check_once, failure_of
     from properties.target import Probe
 
     invariant = by_id(replay.invariant_id)
@@ -260,12 +263,15 @@ def _replay(
     try:
         check_once(invariant, probe, replay.shown)
     except Exception as error:
+        if isinstance(error, UnsatisfiedAssumption) and probe.escaped is None:
+            return False, "", None  # outside the invariant's inputs: it shows nothing
         calls = [*before.calls, *probe.calls]
         message = str(error)
-        return True, render(
+        script = render(
             target, invariant.id, invariant.statement, calls, message, before=len(before.calls)
         )
-    return False, ""
+        return True, script, failure_of(invariant, target, error, probe, replay.shown)
+    return False, "", None
 
 
 def _suite_error(request: WorkRequest, trace: str) -> Any:

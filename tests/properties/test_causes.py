@@ -237,3 +237,18 @@ def test_a_nan_that_a_variant_gives_does_not_lead_where_no_failure_gives_its_num
         result("a", shown=ONE_CELL, **nan),
     )
     assert len(found) == 1 and found[0].representative.invariant_id == "a"
+
+
+def test_state_leads_its_cause_on_its_fewest_cells_whatever_variants_stale_values_match() -> None:
+    from properties.zoo.smallest import ONE_CELL, loss_case
+
+    uniform = ("token_weighted_reconstruction_loss", "uniform-shares (alpha treated as 0)")
+    two_tokens = loss_case([[1.0, 0.0]], [[1.0, 1.0]], [[True, True]])
+    found = causes(
+        result("a", variants=(uniform,), state="a fails after 1 call", shown=two_tokens),
+        result("b", failing=("token_weighted_base_loss",), variants=(uniform,)),
+        result("c", failing=("token_weighted_base_loss",), state="c fails after 1 call",
+               shown=ONE_CELL),
+    )  # fmt: skip
+    assert len(found) == 1 and found[0].representative.invariant_id == "c"
+    assert found[0].text.startswith("the target keeps state between calls: c fails")

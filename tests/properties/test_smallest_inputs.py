@@ -6,12 +6,15 @@ textbook stack on it) and lose it without any one of its rows or columns. The sl
 runs each witness's invariant against its mistake as ``recon-spec check`` does (the dev
 profile, with a seed) and checks that the input it ends on has no more cells than the
 witness: shrinking reaches the smallest input under every seed. A mistake that keeps state
-between calls is left out there: the input it fails on depends on the calls the run made
-before it, which are the search's, not shrunk (the report replays them instead).
+between calls is checked as a user runs it instead (the whole check, under each seed): the
+input it fails on depends on the calls the run made before it (which worker ran which
+invariant first), and the report reaches the smallest one those calls allow by replaying
+fewer cells of the input and of them in a fresh process (``properties.followup``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -27,6 +30,7 @@ from properties.zoo import wrong
 from properties.zoo.smallest import Smallest
 from properties.zoo.textbook import textbook_losses
 from properties.zoo.wrong import SMALLEST, WRONG_IMPLEMENTATIONS
+from tests.properties.cli_runs import run_cli
 
 SEEDS = (1, 2, 3)
 
@@ -100,3 +104,19 @@ def test_shrinking_reaches_the_smallest_input(name: str, seed: int) -> None:
         f"{entry.case.shape[0]} x {entry.case.shape[1]} shows the mistake: "
         f"{result.failure.minimal_input}"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("name", sorted(n for n, e in SMALLEST.items() if e.after))
+def test_a_report_of_state_between_calls_reaches_the_smallest_input(name: str, seed: int) -> None:
+    entry = SMALLEST[name]
+    done = run_cli("check", f"properties.zoo.wrong:{name}", "--seed", str(seed), "--no-database")
+    assert done.returncode == 1, done.stderr
+    assert "the target keeps state between calls" in done.stdout, done.stdout
+    shown = re.search(r"input \(B x T = (\d+) x (\d+)\)", done.stdout)
+    assert shown is not None, done.stdout
+    # the calls are the run's: where the state it kept is a NaN or inf that an earlier call
+    # held at a padded position, that position and a valid token beside it are the least
+    assert int(shown[1]) * int(shown[2]) <= max(entry.cells, 2), done.stdout

@@ -294,9 +294,14 @@ def describe(result: InvariantResult) -> str:
     if failure.raised is not None:
         text = _first_line(failure.message)
     elif failure.non_finite:
-        text = f"{_outputs(failure.non_finite)} NaN or inf where the spec's value is finite"
-        if failure.nan_variants:
-            suffix = f" (as the known variant {failure.nan_variants[0][1].split(' (')[0]} is)"
+        # the outputs a known variant gives the same NaN first: the one the mistake is in
+        named = [o for o, _ in failure.nan_variants if o in failure.non_finite]
+        outputs = list(dict.fromkeys([*named, *failure.non_finite]))
+        text = f"{_outputs(outputs)} NaN or inf where the spec's value is finite"
+        if failure.nan_variants:  # what names it before what a short line may cut
+            variant = failure.nan_variants[0][1].split(" (")[0]
+            text = f"{_outputs(outputs)} NaN or inf as the known variant {variant} is, where "
+            text += "the spec's value is finite"
     else:
         text = _first_line(failure.message)
     if failure.triggers:

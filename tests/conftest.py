@@ -42,7 +42,8 @@ def pytest_configure(config) -> None:
 
 #: the marker of the second tier: tests of a process of its own (signals, pipes, worker
 #: deaths, the plugin run as pytest, two ranks) and the longest whole checks (correct
-#: implementations over the catalogue, the narrowest domains, shrinking to the smallest
+#: implementations and the GUIDE's adapter over the catalogue, the bundled API over the
+#: API catalogue, the narrowest domains, shrinking to the smallest
 #: input), which ``.ci/run`` runs after the README's command, with ``-m slow``
 SLOW = "slow"
 

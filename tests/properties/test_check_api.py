@@ -23,6 +23,7 @@ def check_api(*args: str, cwd: Path = ROOT, in_process: bool = True, **environme
     return run_cli("check-api", *args, cwd=cwd, in_process=in_process, environment=environment)
 
 
+@pytest.mark.slow
 @pytest.mark.heavy
 def test_recon_impl_passes_the_whole_api_check() -> None:
     # as a user runs it: the entry point in a process of its own

@@ -36,6 +36,7 @@ def check(folder: Path, *args: str, in_process: bool = True) -> subprocess.Compl
     return run_cli("check", "recon_adapter:losses", *args, cwd=folder, in_process=in_process)
 
 
+@pytest.mark.slow
 @pytest.mark.heavy
 def test_the_guide_adapter_passes_the_check(tmp_path: Path) -> None:
     files = write_guide_files(tmp_path)

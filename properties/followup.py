@@ -94,11 +94,15 @@ def _needs_triggers(result: InvariantResult) -> bool:
     return not (failure.variants or failure.state or failure.flaky)
 
 
-#: the invariant a target's state is shown on where it fails there too: it compares every
-#: output with the oracle, so that a stale value of any output shows on the fewest cells
-STATE_SHOWN_BY = "oracle-agreement"
-#: the dtypes of an input it takes (the low-precision ones are another invariant's)
-_ORACLE_DTYPES = (torch.float64, torch.float32)
+#: the invariant a target's state is shown on where it fails there too, by the input's
+#: dtype: it compares every output with the oracle, so that a stale value of any output
+#: shows on the fewest cells
+STATE_SHOWN_BY = {
+    torch.float64: "oracle-agreement",
+    torch.float32: "oracle-agreement",
+    torch.bfloat16: "oracle-agreement-low-precision",
+    torch.float16: "oracle-agreement-low-precision",
+}
 
 
 def _look_for_state(
@@ -136,14 +140,12 @@ def _look_for_state(
         return None
     calls, script = found
     _say_state(failure, invariant_id, calls, script)
-    oracle = by_id.get(STATE_SHOWN_BY)
+    case = getattr(failure.shown, "case", failure.shown)  # a record's batch, or the batch
+    oracle_id = STATE_SHOWN_BY.get(case.dtype) if isinstance(case, LossCase) else None
+    oracle = by_id.get(oracle_id) if oracle_id is not None else None
     also = (
-        (STATE_SHOWN_BY,)
-        if oracle is not None
-        and oracle is not result
-        and oracle.status == "failed"
-        and isinstance(failure.shown, LossCase)
-        and failure.shown.dtype in _ORACLE_DTYPES
+        (oracle.invariant_id,)
+        if oracle is not None and oracle is not result and oracle.status == "failed"
         else ()
     )
     smaller = _fewer_cells_after(supervisor, (invariant_id, *also), failure.shown, calls)
@@ -195,9 +197,18 @@ def _fewer_cells_after(
     calls, the script and the failure; None where none smaller fails. The calls are the
     search's, not shrunk by it: without this the input shown is whatever the search met
     after them."""
-    if not isinstance(shown, LossCase):
-        return None
     found = None
+    if not isinstance(shown, LossCase):
+        # a record (a permutation of it, say) is not cut; its batch may show the state on
+        # the last of ``invariant_ids`` (the oracle comparison), which takes a batch
+        case = getattr(shown, "case", None)
+        if not isinstance(case, LossCase) or len(invariant_ids) < 2:
+            return None
+        answer = supervisor.replay(Replay(invariant_ids[-1], case, tuple(calls)))
+        if answer is None or not answer[0]:
+            return None
+        shown, invariant_ids = case, invariant_ids[-1:]
+        found = (invariant_ids[0], calls, answer[1], answer[2])
     improved = True
     while improved:
         improved = False

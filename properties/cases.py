@@ -107,6 +107,11 @@ class LossCase:
     def shape(self) -> tuple[int, int]:
         return len(self.mask), len(self.mask[0]) if self.mask else 0
 
+    @property
+    def has_valid_token(self) -> bool:
+        """Whether some position is valid (else the spec rejects the batch)."""
+        return any(any(row) for row in self.mask)
+
     def tensors(self, *, requires_grad: bool = False) -> tuple[torch.Tensor, ...]:
         """Fresh ``(token_nll, zfree_token_nll, mask)`` tensors for one call."""
         batch, length = self.shape

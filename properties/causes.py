@@ -20,10 +20,9 @@ Evidence, from the most telling:
   suite's own error): that outcome.
 
 A cause's *representative* is its most telling failure: one whose state between calls a
-replay found, else one that names a variant (by its
-number, or by the NaN it gives too where another failure of the cause gives its number),
-else one with an exception or state; among those, the one of the fewest cells, then the
-first in the catalogue. The report shows it
+replay found, else one that names a variant (by its number, or by the NaN it gives too
+where another failure of the cause gives its number), else one with an exception; among
+those, the one of the fewest cells, then the first in the catalogue. The report shows it
 in full and gives each other failure of the cause one line.
 """
 
@@ -134,12 +133,12 @@ class Cause:
     @property
     def text(self) -> str:
         shown = self.representative.failure
-        named = next((r.failure for r in self.results if r.failure and r.failure.variants), None)
         assert shown is not None
-        numbered = set(named.variants) if named is not None else set()
-        if not numbered & set(shown.nan_variants) or shown.variants:
+        numbered = {t[1:] for t in self.evidence if t[0] == "variant"}
+        if shown.variants or not numbered & set(shown.nan_variants):
             return describe(self.representative)
         # the smallest input shows the variant's NaN: a failure that gives its number names it
+        named = next(r.failure for r in self.results if r.failure and r.failure.variants)
         triggers = "".join(f"; shown where {t} triggers it" for t in shown.triggers[:1])
         return _clip(_variant_text(named.variants) + triggers)
 

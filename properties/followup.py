@@ -23,7 +23,7 @@ gets its triggers: the features of its input without which it passes
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -209,26 +209,29 @@ def _fewer_cells_after(
             return None
         shown, invariant_ids = case, invariant_ids[-1:]
         found = (invariant_ids[0], calls, answer[1], answer[2])
-    improved = True
-    while improved:
-        improved = False
-        for (axis, index), case in cuts(shown):
-            case = make_valid(case)
-            for earlier in _cut_calls(calls, shown.shape, axis, index):
-                for invariant_id in invariant_ids:
-                    answer = supervisor.replay(Replay(invariant_id, case, tuple(earlier)))
-                    if answer is not None and answer[0]:
-                        shown, calls = case, earlier
-                        found = (invariant_id, earlier, answer[1], answer[2])
-                        # the invariants from this one on: the first that showed it, kept
-                        invariant_ids = invariant_ids[invariant_ids.index(invariant_id) :]
-                        improved = True
-                        break
-                if improved:
-                    break
-            if improved:
+    while True:
+        for invariant_id, case, earlier in _smaller_after(invariant_ids, shown, calls):
+            answer = supervisor.replay(Replay(invariant_id, case, tuple(earlier)))
+            if answer is not None and answer[0]:
+                shown, calls = case, earlier
+                found = (invariant_id, earlier, answer[1], answer[2])
+                # the invariants from this one on: the first that showed it, kept
+                invariant_ids = invariant_ids[invariant_ids.index(invariant_id) :]
                 break
-    return found
+        else:
+            return found
+
+
+def _smaller_after(
+    invariant_ids: tuple[str, ...], shown: LossCase, calls: list[Call]
+) -> Iterator[tuple[str, LossCase, list[Call]]]:
+    """What to replay, in order: each invariant on ``shown`` without a row or a column,
+    after the calls cut to match (``_cut_calls``)."""
+    for (axis, index), case in cuts(shown):
+        case = make_valid(case)
+        for earlier in _cut_calls(calls, shown.shape, axis, index):
+            for invariant_id in invariant_ids:
+                yield invariant_id, case, earlier
 
 
 def _cut_calls(
@@ -251,7 +254,7 @@ def _cut_calls(
             for old, now in zip(calls, earlier, strict=True)
         ]
         for calls_now in (earlier, opened):
-            valid = all(any(any(row) for row in c.case.mask) for c in calls_now)
+            valid = all(c.case.has_valid_token for c in calls_now)
             if valid and calls_now not in found:
                 found.append(calls_now)
     return found

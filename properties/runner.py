@@ -466,7 +466,7 @@ def cuts(case: LossCase) -> list[tuple[tuple[str, int], LossCase]]:
     batch, length = case.shape
     found = [(("row", i), case.without_row(i)) for i in range(batch)]
     found += [(("column", t), case.without_column(t)) for t in range(length)]
-    return [(cut, c) for cut, c in found if c.shape[0] and any(any(r) for r in c.mask)]
+    return [(cut, c) for cut, c in found if c.has_valid_token]
 
 
 def check_once(invariant: Invariant, probe: Probe, value: Any) -> None:

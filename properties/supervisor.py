@@ -75,7 +75,7 @@ class _Worker:
     log: list[Call] = field(default_factory=list)
     #: where in ``log`` each input of the current invariant began
     example_starts: list[int] = field(default_factory=list)
-    #: a replay's answer: (whether the check failed, the calls as a script)
+    #: a replay's answer: (whether the check failed, the calls as a script, the failure)
     replayed: tuple[bool, str, Any] | None = None
     #: the answer to a ``triggers`` request: (kind, description) each
     triggered: tuple[tuple[str, str], ...] | None = None

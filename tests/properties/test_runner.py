@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -327,3 +328,71 @@ def test_a_worker_imports_nothing_of_the_suite_once_it_draws() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", f"imported mid-run: {done.stdout}"
+
+
+class _Quiet:
+    """An observer that hears nothing (a worker's reporter talks to its supervisor)."""
+
+    def example_started(self) -> None: ...
+    def call_started(self, call) -> None: ...
+    def call_finished(self) -> None: ...
+
+
+def test_a_replay_outside_the_invariants_inputs_shows_nothing_and_a_failing_one_its_failure() -> (
+    None
+):
+    from hypothesis import assume
+
+    from properties.worker import Replay, _replay
+
+    def check(probe, case: LossCase) -> None:
+        assume(case.shape[1] > 1)  # one token: outside this invariant's inputs
+        by_id("oracle-agreement").check(probe, case)
+
+    invariant = replace(by_id("oracle-agreement"), check=check)
+    one, two = (LossCase(((1.0,) * n,), ((0.5,) * n,), ((True,) * n,)) for n in (1, 2))
+    implementation = wrong.global_token_mean
+    for case in (one, two):  # outside its inputs; a batch of one row it holds on
+        answer = _replay(Replay("x", case), implementation, lambda _: invariant, "t", _Quiet())
+        assert answer == (False, "", None)
+    two_rows = LossCase(
+        ((1.0, 2.0), (3.0, 0.0)), ((0.5, 0.5), (0.5, 0.0)), ((True, True), (True, False))
+    )
+    failed, script, failure = _replay(
+        Replay("x", two_rows), implementation, lambda _: invariant, "t", _Quiet()
+    )
+    assert failed and "impl(" in script
+    assert failure.shown == two_rows and "reconstruction_loss" in failure.failing
+
+
+def test_state_is_shown_on_the_fewest_cells_its_earlier_calls_allow() -> None:
+    # a cache of the whole z-free tensor by shape: the earlier call's padded 2.0 is what
+    # the input's second valid token reads, so one cell shows it once that position is valid
+    from properties.followup import _fewer_cells_after
+    from properties.target import Call
+    from properties.worker import _replay
+    from properties.zoo import textbook
+
+    class FreshProcesses:
+        def replay(self, replay):
+            textbook._CACHED.clear()  # what a fresh process starts from
+            implementation = wrong.zfree_cached_by_shape
+            return _replay(replay, implementation, by_id, "t", _Quiet())
+
+    earlier = Call(LossCase(((1.0, 5.0),), ((1.0, 2.0),), ((True, False),)))
+    shown = LossCase(((1.0, 1.0),), ((1.0, 1.0),), ((True, True),))
+    found = _fewer_cells_after(FreshProcesses(), ("oracle-agreement",), shown, [earlier])
+    assert found is not None
+    shown_by, calls, script, failure = found
+    assert shown_by == "oracle-agreement"
+    assert failure.shown.shape == (1, 1) and failure.shown.zfree_token_nll == ((1.0,),)
+    assert [c.case.zfree_token_nll for c in calls] == [((2.0,),)]
+    assert [c.case.mask for c in calls] == [((True,),)]
+    assert "# The failing check:" in script
+    # a record of several calls (a permutation of the batch, say) is shown on its batch
+    record = SimpleNamespace(case=shown)  # any value with the batch as ``case``
+    found = _fewer_cells_after(
+        FreshProcesses(), ("token-permutation", "oracle-agreement"), record, [earlier]
+    )
+    assert found is not None and found[0] == "oracle-agreement"
+    assert found[3].shown.shape == (1, 1)

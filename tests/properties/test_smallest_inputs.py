@@ -52,18 +52,9 @@ def _with_case(value: Any, case: LossCase) -> Any:
 
 def _one_row_or_column_less(case: LossCase) -> list[LossCase]:
     batch, length = case.shape
-    smaller = []
-    for i in range(batch):
-        keep = lambda rows, i=i: tuple(row for k, row in enumerate(rows) if k != i)  # noqa: E731
-        smaller.append(
-            case.with_rows(keep(case.token_nll), keep(case.zfree_token_nll), keep(case.mask))
-        )
-    for t in range(length):
-        cut = lambda rows, t=t: tuple(row[:t] + row[t + 1 :] for row in rows)  # noqa: E731
-        smaller.append(
-            case.with_rows(cut(case.token_nll), cut(case.zfree_token_nll), cut(case.mask))
-        )
-    return [make_valid(c) for c in smaller if c.shape[0] and any(any(r) for r in c.mask)]
+    smaller = [case.without_row(i) for i in range(batch)]
+    smaller += [case.without_column(t) for t in range(length)]
+    return [make_valid(c) for c in smaller if c.has_valid_token]
 
 
 def test_every_wrong_implementation_has_its_smallest_input() -> None:

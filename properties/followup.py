@@ -240,8 +240,8 @@ def _cut_calls(
     """``calls`` with the calls of ``shape`` cut along ``axis`` as the input was (at
     ``index``), then at each other index: what a call left at a position (a padded one's
     value, say) may be what the input meets at another; each also with the cut calls'
-    padded positions made valid. A cut that leaves a call without a valid token is left
-    out (an input the spec rejects: the script would stop there)."""
+    padded positions made valid (``_all_valid``). A cut that leaves a call without a valid
+    token is left out (an input the spec rejects: the script would stop there)."""
     cut = LossCase.without_row if axis == "row" else LossCase.without_column
     size = shape[0] if axis == "row" else shape[1]
     found = []
@@ -250,31 +250,42 @@ def _cut_calls(
         # a state kept from a padded position (a cache of the whole tensor) shows on one
         # cell only where that position is valid
         opened = [
-            _all_valid(now) if old.case.shape == shape else now
-            for old, now in zip(calls, earlier, strict=True)
-        ]
-        for calls_now in (earlier, opened):
+            [_all_valid(now, fill) if old.case.shape == shape else now
+             for old, now in zip(calls, earlier, strict=True)]
+            for fill in _FILLS
+        ]  # fmt: skip
+        for calls_now in (earlier, *opened):
             valid = all(c.case.has_valid_token for c in calls_now)
             if valid and calls_now not in found:
                 found.append(calls_now)
     return found
 
 
-def _all_valid(call: Call) -> Call:
-    """``call`` with every position valid, where the values at its padded ones are losses
-    (finite, not negative); else as it is."""
+#: the losses a padded position that held no loss (a NaN, an inf) holds once it is valid:
+#: two, so that one of them differs from what the input has there
+_FILLS = (0.0, 1.0)
+
+
+def _all_valid(call: Call, fill: float) -> Call:
+    """``call`` with every position valid, a padded value that is not a loss (not finite,
+    or negative) replaced by ``fill``: the stale value a cache kept there is then a loss
+    the spec accepts, and shows on that one cell."""
     case = call.case
-    padded = [
-        value
-        for rows in (case.token_nll, case.zfree_token_nll)
-        for row, mask in zip(rows, case.mask, strict=True)
-        for value, valid in zip(row, mask, strict=True)
-        if not valid
-    ]
-    if not all(math.isfinite(v) and v >= 0 for v in padded):
-        return call
+
+    def loss(value: float) -> float:
+        return value if math.isfinite(value) and value >= 0 else fill
+
+    def opened(rows: tuple) -> tuple:
+        return tuple(
+            tuple(v if valid else loss(v) for v, valid in zip(row, mask, strict=True))
+            for row, mask in zip(rows, case.mask, strict=True)
+        )
+
     mask = tuple(tuple(True for _ in row) for row in case.mask)
-    return replace(call, case=case.with_rows(case.token_nll, case.zfree_token_nll, mask))
+    return replace(
+        call,
+        case=case.with_rows(opened(case.token_nll), opened(case.zfree_token_nll), mask),
+    )
 
 
 def _fewest_calls(history: list[Call], fails_after) -> tuple[list[Call], str] | None:

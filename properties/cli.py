@@ -272,8 +272,9 @@ def _run(
                 invariant, options = by_id(result.invariant_id), options_of(result)
                 report.failure_section(invariant, result, target, options, out, **sections)
     else:
-        room = report.REPORT_LINES - progress.lines - 2  # the tally's blank line and line
-        out.write(report.causes_text(causes, by_id, target, options_of, room, **sections))
+        used = progress.lines + 2  # the tally's blank line and line
+        room, aim = report.REPORT_LINES - used, report.AIM_LINES - used
+        out.write(report.causes_text(causes, by_id, target, options_of, room, aim, **sections))
     seconds = time.perf_counter() - start
     report.summary(ordered, seconds, out)
     if not_run:

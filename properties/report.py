@@ -4,7 +4,8 @@ By default a run prints a line per group of invariants as the group finishes, th
 of at most ``SUMMARY_LINES`` lines (each cause: what it is, the invariants it broke, one
 command that reruns it), then one section per cause for its most telling invariant (the
 input shrunk to the end, the standalone script, the spec's references) with one line for
-each other invariant the cause broke, and the tally last. ``verbose`` prints a row per
+each other invariant the cause broke (those past ``AIM_LINES`` named by id), and the tally
+last. ``verbose`` prints a row per
 invariant and a full section for every one that did not hold instead (the report before
 causes were grouped, and what the pytest plugin shows for each test).
 """
@@ -38,6 +39,9 @@ RULE = "=" * 100
 SUMMARY_LINES = 15
 #: a report longer than this folds the lines of the other invariants each cause broke
 REPORT_LINES = 80
+#: the length a default report aims at, read at a glance: past it, the other invariants a
+#: cause broke beyond the first few are named on a line of their ids, not a line each
+AIM_LINES = 50
 #: a row of a value table whose output agrees (``properties.assertions.value_table``)
 _AGREEING_ROW = re.compile(r"^(# )?    \S+ +observed ")
 _FAILING_ROW = re.compile(r"^(# )?  ✗ \S+ +observed ")
@@ -183,47 +187,69 @@ def _documents(refs: Sequence[str]) -> str:
 
 def compact(text: str) -> str:
     """``text`` without the rows of its value tables whose outputs agree (the rows that
-    miss, marked ✗, say what is wrong), and a line after each table that says how many
-    were left out."""
+    miss, marked ✗, say what is wrong), how many were left out said at the end of the
+    line above each table (its heading), or after the table where it has none."""
     kept: list[str] = []
-    dropped, prefix = 0, ""
+    dropped, prefix, heading, in_table = 0, "", None, False
 
     def note() -> None:
-        if dropped:
-            agree = "other output agrees" if dropped == 1 else "other outputs agree"
+        if not dropped:
+            return
+        agree = "other output agrees" if dropped == 1 else "other outputs agree"
+        if heading is None:
             kept.append(f"{prefix}    ({dropped} {agree})")
+        else:
+            kept[heading] += f" ({dropped} {agree})"
 
     for line in text.splitlines():
-        found = _AGREEING_ROW.match(line)
-        if found:
-            dropped, prefix = dropped + 1, found.group(1) or ""
-            continue
-        if not _FAILING_ROW.match(line):  # the table ends here
+        agreeing = _AGREEING_ROW.match(line)
+        row = agreeing is not None or _FAILING_ROW.match(line) is not None
+        if row and not in_table:  # a table starts: the line above is its heading
+            heading = len(kept) - 1 if kept else None
+        elif not row and in_table:  # the table ends here
             note()
             dropped = 0
-        kept.append(line)
+        in_table = row
+        if agreeing:
+            dropped, prefix = dropped + 1, agreeing.group(1) or ""
+        else:
+            kept.append(line)
     note()
     return "\n".join(kept)
 
 
 _EXPECTED_ROW = re.compile(r"^#   ✗ (\S+) +observed +(\S+) +expected +(\S+) ")
+_EXPECTS = "# What the spec expects: "
+_AGREE_NOTE = re.compile(r" \(\d+ other outputs? agrees?\)$")
 
 
 def _expected_in_one_line(script: str) -> str:
     """The script's comment rows of outputs that miss (``#   ✗ name observed x expected
-    y ...``, the section shows them in full) as one comment: the expected values."""
-    lines, expected = [], []
+    y ...``, the section shows them in full) as one comment of the expected values, in
+    place of the message line above them (the section's own first line) and with the
+    count of the rows that agree."""
+    lines: list[str] = []
+    expected: list[str] = []
+
+    def flush() -> None:
+        if not expected:
+            return
+        values = ", ".join(expected)
+        if lines and lines[-1].startswith(_EXPECTS):
+            agree = _AGREE_NOTE.search(lines[-1])
+            lines[-1] = _EXPECTS + values + (f"; {agree[0].strip(' ()')}" if agree else "")
+        else:
+            lines.append("#   expected " + values)
+        expected.clear()
+
     for line in script.splitlines():
         found = _EXPECTED_ROW.match(line)
         if found:
             expected.append(f"{found[1]} {found[3]} (observed {found[2]})")
             continue
-        if expected:
-            lines.append("#   expected " + ", ".join(expected))
-            expected = []
+        flush()
         lines.append(line)
-    if expected:
-        lines.append("#   expected " + ", ".join(expected))
+    flush()
     return "\n".join(lines)
 
 
@@ -300,7 +326,8 @@ def failure_section(
             target, invariant.id, options, no_database=no_database, command=command
         )
         tail.append(f"rerun this invariant: {line}")
-    out.write(f"\n{RULE}\n{title}{MARKS[result.status]} {invariant.id}: {invariant.statement}\n")
+    gap = "\n" if verbose else ""  # the rule alone parts a compact report's sections
+    out.write(f"{gap}{RULE}\n{title}{MARKS[result.status]} {invariant.id}: {invariant.statement}\n")
     gap = [""] if verbose else []
     lines = [line for block in blocks for line in (*block, *gap)]
     if verbose:  # the spec line is followed by a blank line, as every block
@@ -327,13 +354,14 @@ def cause_section(
     *,
     no_database: bool = False,
     command: str = "check",
-    fold: bool = False,
+    each: int | None = None,
     brief: bool = False,
 ) -> None:
     """The section of one cause: its representative in full, a line for each other
-    invariant it broke (``fold``: their ids on as few lines as they fit, where a line
-    each would make the report too long to read; ``brief``: its heading and input alone,
-    for a cause after those a report of ``REPORT_LINES`` has room for)."""
+    invariant it broke (``each``: for its first ``each`` only, the others' ids on as few
+    lines as they fit, where a line each would make the report too long to read;
+    ``brief``: its heading and input alone, for a cause after those a report of
+    ``REPORT_LINES`` has room for)."""
     shown = cause.representative
     if brief:
         invariant = by_id(shown.invariant_id)
@@ -345,7 +373,7 @@ def cause_section(
             else ""
         )
         out.write(
-            f"\n{RULE}\n[{number}] {MARKS[shown.status]} {invariant.id}: "
+            f"{RULE}\n[{number}] {MARKS[shown.status]} {invariant.id}: "
             f"{invariant.statement}\n(brief, to keep the report short{size}; its rerun line "
             "in the summary, or --verbose, shows it whole)\n"
         )
@@ -363,17 +391,23 @@ def cause_section(
         verbose=False,
         rerun=False,
     )
-    if cause.others and fold:
-        ids = ", ".join(r.invariant_id for r in cause.others)
-        text = f"the same cause broke {len(cause.others)} more (--verbose shows each): {ids}"
-        out.write(
-            "\n".join(textwrap.wrap(text, 100, subsequent_indent="  ", break_on_hyphens=False))
-            + "\n"
-        )
-    elif cause.others:
-        out.write(f"the same cause broke {len(cause.others)} more (--verbose shows them):\n")
-        for other in cause.others:
+    others = cause.others
+    # one invariant alone keeps its line: folded, it would save a line at most
+    lined = others if each is None or len(others) - each < 2 else others[:each]
+    folded = [r.invariant_id for r in others[len(lined) :]]
+    if lined:
+        out.write(f"the same cause broke {len(others)} more (--verbose shows them):\n")
+        for other in lined:
             out.write(_also(other, by_id(other.invariant_id)) + "\n")
+    if folded:
+        text = (
+            f"  and {len(folded)} more: {', '.join(folded)}"
+            if lined
+            else f"the same cause broke {len(others)} more (--verbose shows each): "
+            + ", ".join(folded)
+        )
+        wrapped = textwrap.wrap(text, 100, subsequent_indent="  ", break_on_hyphens=False)
+        out.write("\n".join(wrapped) + "\n")
     out.flush()
 
 
@@ -383,24 +417,36 @@ def causes_text(
     target: str,
     options_of: Callable[[InvariantResult], dict[str, Any]],
     room: int,
+    aim: int | None = None,
     **sections: Any,
 ) -> str:
-    """The summary and the sections of ``causes`` in ``room`` lines where they fit: the
-    first that fits of every section with a line per other invariant, those lines folded,
-    then, from the last cause on, a brief section instead of a whole one (the first cause
-    keeps its whole section, however long)."""
-    plans = [(False, len(causes)), *((True, full) for full in range(len(causes), 0, -1))]
-    for fold, full in plans:
+    """The summary and the sections of ``causes`` in ``aim`` lines where they fit: every
+    section with a line per other invariant, then fewer of those lines (the rest named on
+    a line of their ids). Where even the fewest do not fit, folding is not worth what it
+    hides: in ``room`` lines, every section with a line per other invariant, else with
+    their ids alone, then, from the last cause on, a brief section instead of a whole one
+    (the first cause keeps its whole section, however long)."""
+
+    def text(each: int | None, full: int) -> str:
         body = io.StringIO()
         causes_summary(causes, target, options_of, body, **sections)
         for number, cause in enumerate(causes, start=1):
             cause_section(
-                number, cause, by_id, target, options_of, body, fold=fold,
+                number, cause, by_id, target, options_of, body, each=each,
                 brief=number > full, **sections,
             )  # fmt: skip
-        if body.getvalue().count("\n") <= room:
-            break
-    return body.getvalue()
+        return body.getvalue()
+
+    most = max((len(c.others) for c in causes), default=0)
+    aimed = [(None, len(causes)), *((each, len(causes)) for each in range(most - 1, -1, -1))]
+    shorter = [(None, len(causes)), *((0, full) for full in range(len(causes), 0, -1))]
+    aimed_at = room if aim is None else min(aim, room)
+    for plans, limit in ((aimed, aimed_at), (shorter, room)):
+        for each, full in plans:
+            found = text(each, full)
+            if found.count("\n") <= limit:
+                return found
+    return found
 
 
 def causes_summary(

@@ -333,8 +333,8 @@ def _outputs(names: Sequence[str]) -> str:
 
 def _clip(text: str, width: int = TEXT_WIDTH) -> str:
     """``text`` within ``width``: where it is longer, without its asides in parentheses
-    (numbers, reasons); then its first clause (what the rule is about) and the start of
-    the rest (what was found), each shortened to its share of the line."""
+    (numbers, reasons); then its first clause (what the rule is about, up to two thirds
+    of the line) and the start of the rest (what was found), each shortened to its share."""
     width = max(width, 40)
     if len(text) <= width:
         return text
@@ -343,7 +343,7 @@ def _clip(text: str, width: int = TEXT_WIDTH) -> str:
         return text
     head, colon, rest = text.partition(": ")
     if colon:
-        head = _cut_middle(head, max(width // 2, width - len(rest) - 2))
+        head = _cut_middle(head, max(width * 2 // 3, width - len(rest) - 2))
         return head + colon + _cut(rest, width - len(head) - 2)
     return _cut(text, width)
 
@@ -358,4 +358,10 @@ def _cut_middle(text: str, width: int) -> str:
     if len(text) <= width:
         return text
     end = (width - 5) // 3
-    return text[: width - 5 - end] + " ... " + text[-end:]
+    start, last = text[: width - 5 - end], text[-end:]
+    # whole words, where that keeps most of each part (an identifier is one long word)
+    space = start.rfind(" ")
+    start = start[:space] if space >= len(start) * 2 // 3 else start
+    space = last.find(" ")
+    last = last[space + 1 :] if 0 <= space <= len(last) // 3 else last
+    return start + " ... " + last

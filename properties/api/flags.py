@@ -163,7 +163,7 @@ def check_reject_invalid(probe: ApiProbe, drawn: InvalidFlag) -> None:
         result = probe.parse(drawn.argv(), to_config=has_from_args, drawn=drawn)
     except Exception as error:  # argparse let it through; making the config failed
         raise _violation(
-            f"{flag} {text!r} was parsed without a usage error, and {CONFIG_FROM_ARGS} then "
+            f"{flag} {text!r} was parsed without a usage error: {CONFIG_FROM_ARGS} then "
             f"raised {type(error).__name__}: {short(str(error))}: a value the config rejects "
             "must end in argparse's usage error (exit status 2, the message on stderr)",
             drawn,
@@ -225,7 +225,7 @@ def check_removed(probe: ApiProbe, drawn: RemovedSpelling) -> None:
     if USAGE not in parsed.stderr:
         problems.append("no usage line on stderr")
     if REPLACEMENT_FLAG not in parsed.message:
-        problems.append(f"the message does not name {REPLACEMENT_FLAG}: {parsed.error_line}")
+        problems.append(f"its message does not ({parsed.error_line})")
     if problems:
         raise _violation(
             f"{spelling!r} must be a usage error naming {REPLACEMENT_FLAG}: " + "; ".join(problems),

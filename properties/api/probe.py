@@ -40,6 +40,8 @@ from spec.terms import LOSS_NAMES
 
 #: the program name of the parsers the probe makes (it starts argparse's usage line)
 PROG = "train"
+#: the width a script's construction fills before it goes on to the next line
+SCRIPT_WIDTH = 100
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,20 @@ def short(text: str, limit: int = 200) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+def _fill(pieces: list[str], width: int) -> list[str]:
+    """``pieces`` joined by spaces on as few lines of ``width`` as they fit; a piece of
+    several lines (a nested construction) on lines of its own."""
+    lines: list[str] = []
+    for piece in pieces:
+        if "\n" in piece or not lines or "\n" in lines[-1]:
+            lines.append(piece)
+        elif len(lines[-1]) + 1 + len(piece) <= width:
+            lines[-1] += " " + piece
+        else:
+            lines.append(piece)
+    return lines
+
+
 def _argv_code(argv: tuple[str, ...]) -> str:
     return "[" + ", ".join(repr(word) for word in argv) + "]"
 
@@ -178,7 +194,8 @@ class ApiProbe:
 
     def code(self, value: Any, indent: str = "") -> str:
         """``value`` in the lines: a name for an object the probe made, else a literal (a
-        construction too long for a line gets a line per argument)."""
+        construction too long for a line gets its arguments on as few lines as they fit, a
+        nested construction on lines of its own)."""
         if id(value) in self._names:
             return self._names[id(value)]
         if isinstance(value, Build):
@@ -188,9 +205,10 @@ class ApiProbe:
                 return one_line
             inner = indent + "    "
             arguments = [f"{name}={self.code(v, inner)}" for name, v in value.values]
+            lines = _fill([f"{argument}," for argument in arguments], SCRIPT_WIDTH - len(inner))
             return (
                 f"api.{value.class_name}(\n"
-                + "".join(f"{inner}{argument},\n" for argument in arguments)
+                + "".join(f"{inner}{line}\n" for line in lines)
                 + f"{indent})"
             )
         return literal(value)

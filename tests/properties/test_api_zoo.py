@@ -11,22 +11,24 @@ import math
 import types
 
 import pytest
-from hypothesis import Phase, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import recon_impl
 from properties.api import INVARIANTS, by_id
 from properties.api.module import load_api, missing_names
 from properties.api.strategies import flag_texts, invalid_flag_texts
+from properties.causes import describe
 from properties.profiles import profile_settings
 from properties.runner import run_invariant
 from properties.zoo.api import correct, wrong
 from properties.zoo.api.correct import MISTAKES, api
+from properties.zoo.reported import names_mistake
 from spec.api import PUBLIC_NAMES, TOKEN_NLL_FROM_LOGITS
 from spec.parameters import RULES
 
-#: enough examples to find a wrong API; no shrinking, which only matters to the reader
-REJECT = settings(profile_settings("ci"), max_examples=40, phases=[Phase.explicit, Phase.generate])
+#: enough examples to find a wrong API, shrunk as a report shows it (its cause is named)
+REJECT = settings(profile_settings("ci"), max_examples=40)
 ACCEPT = settings(profile_settings("ci"), max_examples=25)
 
 
@@ -46,6 +48,9 @@ def test_each_wrong_api_is_rejected_by_the_invariant_that_names_its_mistake(mist
     assert result.status == "failed", f"{invariant_id} does not reject {mistake}: {description}"
     # its reproduction is a script that Python can run (REPRODUCED below runs a few)
     compile(result.failure.reproduction, f"reproduce_{mistake}.py", "exec")
+    # the line that names its cause in a report's summary says what the mistake is
+    cause = describe(result)
+    assert names_mistake("check-api", mistake.replace("-", "_"), cause), cause
 
 
 def test_the_wrong_entries_are_the_mistakes_and_nothing_else() -> None:

@@ -254,3 +254,36 @@ def test_state_leads_its_cause_on_its_fewest_cells_whatever_variants_stale_value
     )  # fmt: skip
     assert len(found) == 1 and found[0].representative.invariant_id == "c"
     assert found[0].text.startswith("the target keeps state between calls: c fails")
+
+
+def test_a_cause_that_broke_many_keeps_a_line_each_for_as_many_as_the_aim_has_room() -> None:
+    from properties.invariants import INVARIANTS, by_id
+    from properties.report import REPORT_LINES, causes_text
+
+    ids = [invariant.id for invariant in INVARIANTS[:14]]
+    found = group([result(i, failing=("reconstruction_loss",)) for i in ids], ids.index)
+    assert len(found) == 1
+    whole = causes_text(found, by_id, "t:f", lambda r: {"seed": 1}, REPORT_LINES)
+    lined = re.findall(r"^  FAILED ([a-z0-9-]+): ", whole, re.M)
+    assert lined == ids[1:]  # room for a line each
+    aim = whole.count("\n") - 4
+    text = causes_text(found, by_id, "t:f", lambda r: {"seed": 1}, REPORT_LINES, aim)
+    assert text.count("\n") <= aim
+    lined = re.findall(r"^  FAILED ([a-z0-9-]+): ", text, re.M)
+    folded = re.search(r"^  and (\d+) more: (.*)", text, re.M | re.S)
+    assert lined and folded is not None, text
+    # every other invariant is named once: the first with a line each, the rest by id
+    named = lined + re.split(r",\s*", folded[2].strip())
+    assert named == ids[1:] and int(folded[1]) == len(ids) - 1 - len(lined)
+
+
+def test_a_long_clause_is_cut_between_words_where_words_are_short_and_inside_one_if_not() -> None:
+    # prose: the cut leaves whole words; an output's long name: its start and end stay
+    prose = "'--flag' must be a usage error naming --the-new-flag-of-a-long-name-and-more-words"
+    text = describe(result("a", message=f"{prose} {'x' * 60}: its message does not"))
+    head = text.split(": ")[0]
+    assert " ... " in head and all(w in prose + " " + "x" * 60 for w in head.split(" ... "))
+    output = "normalized_concentration_corrected_token_weighted_reconstruction_loss"
+    message = f"d {output}/d l_it = pi_it/(B'*c*kappa_i) (alone): " + "1 of 1 differ, " * 8
+    text = describe(result("a", message=message))
+    assert text.startswith("d normalized_concentration") and "/d l_it = pi_it" in text

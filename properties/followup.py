@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import torch
@@ -190,10 +190,11 @@ _INPUT_FIELDS = (
 def _fewer_cells_after(
     supervisor: Supervisor, invariant_ids: tuple[str, ...], shown: Any, calls: list[Call]
 ) -> tuple[str, list[Call], str, Any] | None:
-    """The shown input and the calls before it with fewer cells, where the check of one of
-    ``invariant_ids`` (the first that does) still fails after them in a fresh process: a
-    row or a column taken from the input is taken from each earlier call of its shape too
-    (a target that keeps state per shape or per position needs both). The invariant, the
+    """The shown input and the calls before it with fewer cells (then the input with fewer
+    config fields off their defaults), where the check of one of ``invariant_ids`` (the
+    first that does) still fails after them in a fresh process: a row or a column taken
+    from the input is taken from each earlier call of its shape too (a target that keeps
+    state per shape or per position needs both). The invariant, the
     calls, the script and the failure; None where none smaller fails. The calls are the
     search's, not shrunk by it: without this the input shown is whatever the search met
     after them."""
@@ -226,12 +227,21 @@ def _smaller_after(
     invariant_ids: tuple[str, ...], shown: LossCase, calls: list[Call]
 ) -> Iterator[tuple[str, LossCase, list[Call]]]:
     """What to replay, in order: each invariant on ``shown`` without a row or a column,
-    after the calls cut to match (``_cut_calls``)."""
+    after the calls cut to match (``_cut_calls``); then on ``shown`` with a field of its
+    config back at its default, after the same calls (a field the search drew that the
+    state does not need is not shown)."""
     for (axis, index), case in cuts(shown):
         case = make_valid(case)
         for earlier in _cut_calls(calls, shown.shape, axis, index):
             for invariant_id in invariant_ids:
                 yield invariant_id, case, earlier
+    default = type(shown.config)()
+    for field in fields(shown.config):
+        value = getattr(default, field.name)
+        case = make_valid(shown.with_config(**{field.name: value}))
+        if getattr(shown.config, field.name) != value and case != shown:
+            for invariant_id in invariant_ids:
+                yield invariant_id, case, calls
 
 
 def _cut_calls(

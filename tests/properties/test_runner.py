@@ -416,3 +416,8 @@ def test_state_is_shown_on_the_fewest_cells_its_earlier_calls_allow() -> None:
     shown_by, calls, script, failure = found
     assert failure.shown.shape == (1, 1) and [c.case.shape for c in calls] == [(1, 1)]
     assert all(math.isfinite(v) for c in calls for row in c.case.zfree_token_nll for v in row)
+    # a config field the search drew that the state does not need is back at its default
+    drawn = shown.with_config(token_weight_alpha=1e6, example_inverse_surprisal_epsilon=1.0)
+    found = _fewer_cells_after(FreshProcesses(), ("oracle-agreement",), drawn, [earlier])
+    assert found is not None
+    assert found[3].shown.config == type(drawn.config)(), found[3].shown.config

@@ -5,9 +5,9 @@ of at most ``SUMMARY_LINES`` lines (each cause: what it is, the invariants it br
 command that reruns it), then one section per cause for its most telling invariant (the
 input shrunk to the end, the standalone script, the spec's references) with one line for
 each other invariant the cause broke (those past ``AIM_LINES`` named by id), and the tally
-last. ``verbose`` prints a row per
-invariant and a full section for every one that did not hold instead (the report before
-causes were grouped, and what the pytest plugin shows for each test).
+last. ``verbose`` prints a row per invariant and a full section for every one that did not
+hold instead (the report before causes were grouped, and what the pytest plugin shows for
+each test).
 """
 
 from __future__ import annotations
@@ -326,8 +326,9 @@ def failure_section(
             target, invariant.id, options, no_database=no_database, command=command
         )
         tail.append(f"rerun this invariant: {line}")
-    gap = "\n" if verbose else ""  # the rule alone parts a compact report's sections
-    out.write(f"{gap}{RULE}\n{title}{MARKS[result.status]} {invariant.id}: {invariant.statement}\n")
+    above = "\n" if verbose else ""  # the rule alone parts a compact report's sections
+    heading = f"{title}{MARKS[result.status]} {invariant.id}: {invariant.statement}"
+    out.write(f"{above}{RULE}\n{heading}\n")
     gap = [""] if verbose else []
     lines = [line for block in blocks for line in (*block, *gap)]
     if verbose:  # the spec line is followed by a blank line, as every block

@@ -114,7 +114,9 @@ def test_state_between_calls_is_found_and_its_calls_replayed(tmp_path: Path) -> 
     script = reproduction_of(done.stdout)
     assert "# The failing check:" in script
     # the script replays the calls before the failing one: its last call fails there ...
-    failing_name = re.search(r"^#   expected (\S+) (\S+) \(observed ", script, re.M)
+    failing_name = re.search(
+        r"^# (?:What the spec expects:|  expected) (\S+) (\S+) \(observed ", script, re.M
+    )
     name, expected = failing_name[1], float(failing_name[2])
     replayed = _run_script(tmp_path / "replay.py", script)
     assert len(replayed) >= 2 and replayed[-1][name] != pytest.approx(expected)

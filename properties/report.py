@@ -22,6 +22,7 @@ from properties.causes import Cause
 from properties.database import storage_directory
 from properties.invariant import Invariant
 from properties.options import rerun_command
+from properties.reproduction import EXPECTS
 from properties.runner import BOUNDED_SHRINK_CALLS, SAVED, InvariantResult
 
 MARKS = {
@@ -219,7 +220,6 @@ def compact(text: str) -> str:
 
 
 _EXPECTED_ROW = re.compile(r"^#   ✗ (\S+) +observed +(\S+) +expected +(\S+) ")
-_EXPECTS = "# What the spec expects: "
 _AGREE_NOTE = re.compile(r" \(\d+ other outputs? agrees?\)$")
 
 
@@ -235,9 +235,9 @@ def _expected_in_one_line(script: str) -> str:
         if not expected:
             return
         values = ", ".join(expected)
-        if lines and lines[-1].startswith(_EXPECTS):
+        if lines and lines[-1].startswith(EXPECTS):
             agree = _AGREE_NOTE.search(lines[-1])
-            lines[-1] = _EXPECTS + values + (f"; {agree[0].strip(' ()')}" if agree else "")
+            lines[-1] = EXPECTS + values + (f"; {agree[0].strip(' ()')}" if agree else "")
         else:
             lines.append("#   expected " + values)
         expected.clear()

@@ -97,10 +97,14 @@ def render_call(index: int, call: Call) -> list[str]:
     return lines
 
 
+#: what starts the script's closing comments (``expectation_lines``)
+EXPECTS = "# What the spec expects: "
+
+
 def expectation_lines(message: str) -> list[str]:
     """The failure's message as the script's closing comments: what the spec expects."""
     first, *rest = message.splitlines() or [""]
-    return [f"# What the spec expects: {first}".rstrip(), *(f"# {line}".rstrip() for line in rest)]
+    return [f"{EXPECTS}{first}".rstrip(), *(f"# {line}".rstrip() for line in rest)]
 
 
 def replay_call(probe, call: Call) -> None:

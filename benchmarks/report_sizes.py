@@ -63,6 +63,12 @@ def summary_text(report: str) -> str:
     return report[: end if end > 0 else None]
 
 
+def label(command: str, name: str) -> str:
+    """A zoo entry's name in the rows and saved reports: a wrong API's marked as one (the
+    two zoos may hold the same name: terms_detached)."""
+    return f"api:{name}" if command == "check-api" else name
+
+
 def measure(
     tree: Path,
     command: str,
@@ -92,7 +98,7 @@ def measure(
     report = "".join(lines)
     if save is not None:
         save.mkdir(parents=True, exist_ok=True)
-        (save / f"{target.rpartition(':')[2]}.{seed}.txt").write_text(report)
+        (save / f"{label(command, target.rpartition(':')[2])}.{seed}.txt").write_text(report)
     return {
         "status": process.returncode,
         "lines": len(lines),
@@ -147,9 +153,11 @@ def main() -> None:
                 if smallest is None or shape is None
                 else ("yes" if shape[0] * shape[1] <= smallest.cells else "NO")
             )
-            rows.append((name, seed, figures, named, least))
+            shown_name = label(command, name)
+            rows.append((shown_name, seed, figures, named, least))
             print(
-                f"{name:<36} seed {seed}  exit {figures['status']}  {figures['lines']:>4} lines  "
+                f"{shown_name:<36} seed {seed}  exit {figures['status']}  "
+                f"{figures['lines']:>4} lines  "
                 f"{figures['sections']:>2} sections  shown "
                 f"{'-' if shape is None else f'{shape[0]}x{shape[1]}':>5}  "
                 f"named {'yes' if named else 'NO'}  smallest {least:>3}  "

@@ -163,10 +163,10 @@ def _look_for_state(
 
 
 def _say_state(failure: Any, invariant_id: str, calls: list[Call], script: str) -> None:
-    count = f"{len(calls)} call{'s' if len(calls) > 1 else ''}"
+    count, them = (f"{len(calls)} calls", "them") if len(calls) > 1 else ("1 call", "it")
     failure.state = (
         f"{invariant_id} fails on this input after {count} the run made before it (the "
-        "script below replays them) and passes on it in a fresh process"
+        f"script below replays {them}) and passes on it in a fresh process"
     )
     failure.reproduction = script
 

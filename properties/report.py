@@ -98,6 +98,7 @@ class Progress:
         group = self.group_of[result.invariant_id]
         self.done[group].append(result)
         if len(self.done[group]) == len(self.waiting[group]):
+            self.done[group].sort(key=lambda r: self.waiting[group].index(r.invariant_id))
             self.out.write(group_line(group, self.done[group]) + "\n")
             self.lines += 1
             self.out.flush()
@@ -423,10 +424,10 @@ def causes_text(
 ) -> str:
     """The summary and the sections of ``causes`` in ``aim`` lines where they fit: every
     section with a line per other invariant, then fewer of those lines (the rest named on
-    a line of their ids). Where even the fewest do not fit, folding is not worth what it
-    hides: in ``room`` lines, every section with a line per other invariant, else with
-    their ids alone, then, from the last cause on, a brief section instead of a whole one
-    (the first cause keeps its whole section, however long)."""
+    a line of their ids). Where even the fewest do not fit, as short as it gets in ``room``
+    lines: every section with those ids alone, then, from the last cause on, a brief
+    section instead of a whole one (the first cause keeps its whole section, however
+    long)."""
 
     def text(each: int | None, full: int) -> str:
         body = io.StringIO()
@@ -440,7 +441,7 @@ def causes_text(
 
     most = max((len(c.others) for c in causes), default=0)
     aimed = [(None, len(causes)), *((each, len(causes)) for each in range(most - 1, -1, -1))]
-    shorter = [(None, len(causes)), *((0, full) for full in range(len(causes), 0, -1))]
+    shorter = [(0, full) for full in range(len(causes), 0, -1)]
     aimed_at = room if aim is None else min(aim, room)
     for plans, limit in ((aimed, aimed_at), (shorter, room)):
         for each, full in plans:
@@ -475,7 +476,10 @@ def causes_summary(
         )
         out.write(f"[{number}] {cause.text}\n")
         out.write(f"    broke {len(ids)}: {listed}\n")
-        out.write(f"    rerun: {rerun}\n")
+        # a state is the run's: a rerun makes calls of its own before the check
+        state = rep.failure is not None and rep.failure.state is not None
+        how = " (after calls of its own, not this run's: the script replays those)" * state
+        out.write(f"    rerun{how}: {rerun}\n")
     if len(shown) < len(causes):
         rest = causes[len(shown) :]
         count = sum(len(c.results) for c in rest)

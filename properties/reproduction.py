@@ -146,7 +146,7 @@ def render(
         lines += [
             f"# The target keeps state between calls: the failure needs the {before} "
             f"call{'s' if before > 1 else ''} the run made before it (a fresh process passes "
-            "without them).",
+            f"without {'them' if before > 1 else 'it'}).",
             "",
         ]
     for index, call in enumerate(calls, start=1):

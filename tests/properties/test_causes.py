@@ -275,6 +275,10 @@ def test_a_cause_that_broke_many_keeps_a_line_each_for_as_many_as_the_aim_has_ro
     # every other invariant is named once: the first with a line each, the rest by id
     named = lined + re.split(r",\s*", folded[2].strip())
     assert named == ids[1:] and int(folded[1]) == len(ids) - 1 - len(lined)
+    # an aim that not even the folded sections meet: as short as the room allows
+    text = causes_text(found, by_id, "t:f", lambda r: {"seed": 1}, REPORT_LINES, 5)
+    assert not re.findall(r"^  FAILED ", text, re.M)
+    assert f"broke {len(ids) - 1} more (--verbose shows each): {ids[1]}" in text
 
 
 def test_a_long_clause_is_cut_between_words_where_words_are_short_and_inside_one_if_not() -> None:
@@ -287,3 +291,31 @@ def test_a_long_clause_is_cut_between_words_where_words_are_short_and_inside_one
     message = f"d {output}/d l_it = pi_it/(B'*c*kappa_i) (alone): " + "1 of 1 differ, " * 8
     text = describe(result("a", message=message))
     assert text.startswith("d normalized_concentration") and "/d l_it = pi_it" in text
+
+
+def test_the_rerun_of_a_state_cause_says_its_calls_are_its_own() -> None:
+    import io
+
+    from properties.report import causes_summary
+
+    state = "x fails on this input after 1 call the run made before it"
+    for failure_state, said in ((state, True), (None, False)):
+        out = io.StringIO()
+        causes_summary(causes(result("a", state=failure_state)), "t:f", lambda r: {}, out)
+        rerun = [line for line in out.getvalue().splitlines() if "rerun" in line]
+        assert len(rerun) == 1 and rerun[0].endswith("recon-spec check t:f --invariant a")
+        assert ("after calls of its own, not this run's" in rerun[0]) is said, rerun
+
+
+def test_a_groups_line_names_its_invariants_in_the_catalogues_order() -> None:
+    import io
+
+    from properties.invariants import INVARIANTS
+    from properties.report import Progress
+
+    group = [i for i in INVARIANTS if i.group == INVARIANTS[0].group][:3]
+    out = io.StringIO()
+    progress = Progress(group, out, verbose=False)
+    for invariant in reversed(group):  # finished last to first
+        progress.record(InvariantResult(invariant.id, "failed", 1, 0.0, None))
+    assert out.getvalue().rstrip().endswith(f"({', '.join(i.id for i in group)})")

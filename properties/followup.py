@@ -194,10 +194,9 @@ def _fewer_cells_after(
     config fields off their defaults), where the check of one of ``invariant_ids`` (the
     first that does) still fails after them in a fresh process: a row or a column taken
     from the input is taken from each earlier call of its shape too (a target that keeps
-    state per shape or per position needs both). The invariant, the
-    calls, the script and the failure; None where none smaller fails. The calls are the
-    search's, not shrunk by it: without this the input shown is whatever the search met
-    after them."""
+    state per shape or per position needs both). The invariant, the calls, the script and
+    the failure; None where none smaller fails. The calls are the search's, not shrunk by
+    it: without this the input shown is whatever the search met after them."""
     found = None
     if not isinstance(shown, LossCase):
         # a record (a permutation of it, say) is not cut; its batch may show the state on

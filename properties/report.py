@@ -478,7 +478,7 @@ def causes_summary(
         out.write(f"    broke {len(ids)}: {listed}\n")
         # a state is the run's: a rerun makes calls of its own before the check
         state = rep.failure is not None and rep.failure.state is not None
-        how = " (after calls of its own, not this run's: the script replays those)" * state
+        how = " (after calls of its own, not this run's: the script replays those)" if state else ""
         out.write(f"    rerun{how}: {rerun}\n")
     if len(shown) < len(causes):
         rest = causes[len(shown) :]

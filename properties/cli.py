@@ -20,14 +20,13 @@ Exit status of ``check`` and ``check-api``:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
+
+from properties.interrupts import Terminated, raise_if_received, signals_end_the_run
 
 USAGE_OR_UNCHECKED = 2
 
@@ -447,30 +446,9 @@ def _quiet_stdout() -> None:
         pass
 
 
-class _Terminated(BaseException):
-    """SIGTERM (CI cancelling a job, ``timeout``): unwinds like Ctrl-C, so that the run's
-    workers end and its temporary folder is removed."""
-
-
-def _terminate(signum: int, frame: object) -> None:
-    raise _Terminated
-
-
-@contextlib.contextmanager
-def _sigterm_unwinds() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        with _sigterm_unwinds():
+        with signals_end_the_run():
             given = list(sys.argv[1:] if argv is None else argv)
             if given[:1] in (["check"], ["check-api"]) and not {"-h", "--help", "--list"} & {
                 *given
@@ -480,7 +458,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 start_early()  # its imports overlap this process's, from here on
             # parsing is part of the run: it imports the spec (and torch, for --device)
             args = build_parser().parse_args(argv)
+            raise_if_received()
             status = args.run(args)
+            raise_if_received()
             sys.stdout.flush()
             return status
     except BrokenPipeError:  # `recon-spec check | head -1`: end quietly
@@ -489,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nrecon-spec: interrupted", file=sys.stderr)
         return USAGE_OR_UNCHECKED
-    except _Terminated:
+    except Terminated:
         print("\nrecon-spec: terminated (SIGTERM)", file=sys.stderr)
         return USAGE_OR_UNCHECKED
 

@@ -28,6 +28,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from properties.fork_server import start_resource_tracker_quietly, worker_context
+from properties.interrupts import raise_if_received
 from properties.options import DEFAULT_CALL_TIMEOUT
 from properties.runner import BOUNDED_SHRINK_CALLS, Failure, InvariantResult
 from properties.target import Call
@@ -266,6 +267,9 @@ class Supervisor:
         return float("inf")
 
     def _wait_and_handle(self) -> Iterator[InvariantResult]:
+        # a Ctrl-C whose exception Python lost (properties/interrupts.py) ends the run here,
+        # 1 s at most after it came
+        raise_if_received()
         now = time.monotonic()
         timeout = min((self._deadline(w) for w in self.workers), default=now + 1) - now
         by_handle: dict[Any, _Worker] = {}

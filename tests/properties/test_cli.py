@@ -403,6 +403,63 @@ def test_ctrl_c_during_start_up_exits_2_without_a_traceback(
     assert " passed" not in out
 
 
+#: ``recon-spec ARGS`` whose process, after ``WHERE`` returns, gets ``SIGNAL`` inside a
+#: weakref callback, where Python can only print the exception its handler raises (as in an
+#: import: importlib's module locks have such a callback)
+LOSES_A_SIGNAL = """
+import signal, sys, weakref
+from properties import fork_server, supervisor
+
+owner, name = {where!r}.split(".")
+owner = fork_server if owner == "fork_server" else supervisor.Supervisor
+real = getattr(owner, name)
+
+class Thing:
+    pass
+
+def then_lose(*args, **kwargs):
+    returned = real(*args, **kwargs)
+    thing = Thing()
+    ref = weakref.ref(thing, lambda _: signal.raise_signal(signal.{signal}))
+    del thing
+    assert ref() is None
+    return returned
+
+setattr(owner, name, then_lose)
+from properties.cli import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.heavy
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("where", "number", "says"),
+    [
+        ("fork_server.start_early", signal.SIGINT, "interrupted"),  # as the parent imports
+        ("Supervisor._start_worker", signal.SIGINT, "interrupted"),  # the run under way
+        ("Supervisor._start_worker", signal.SIGTERM, "terminated (SIGTERM)"),
+    ],
+)
+def test_a_signal_whose_exception_python_lost_still_ends_the_run_with_2(
+    where: str, number: signal.Signals, says: str
+) -> None:
+    # few examples: a run that went on where the signal was lost would pass, quickly
+    args = ("check", "-i", "kappa-bounds", "--max-examples", "20", "--no-database")
+    launcher = LOSES_A_SIGNAL.format(where=where, signal=number.name)
+    done = subprocess.run(
+        [sys.executable, "-c", launcher, *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert says in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert "Exception ignored" not in done.stderr and " passed" not in done.stdout
+
+
 @pytest.mark.heavy
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

@@ -10,9 +10,10 @@ For each wrong implementation of ``properties.zoo.wrong`` (``recon-spec check``)
 wrong API of ``properties.zoo.api.wrong`` (``recon-spec check-api``), under each seed, it
 runs the command as a user does (default profile, ``--seed S --no-database``) in a process
 of its own, and reads its report: lines, sections, the B x T of the input the first section
-shows and whether it has no more cells than the smallest input that shows the mistake
-(``properties.zoo.wrong.SMALLEST``), whether the summary (or, for a report without one, the
-first section) names the mistake as ``properties.zoo.reported`` says it must, the seconds
+shows (of its labels, for logits) and whether it has no more cells than the smallest input
+that shows the mistake (``properties.zoo.wrong.SMALLEST``,
+``properties.zoo.api.smallest.SMALLEST``), whether the summary (or, for a report without
+one, the first section) names the mistake as ``properties.zoo.reported`` says it must, the seconds
 to the first result line and to the verdict. ``--tree`` runs another checkout's
 ``properties.cli`` the same way (its report before causes were grouped, say); naming and
 sizes there are looked up in this one's tables. Prints a row per run, then the median and
@@ -36,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 _SECTION = re.compile(r"^(\[\d+\] )?(FAILED|CRASHED|TIMEOUT|ERROR|MISSING) [a-z0-9-]+: ", re.M)
 _MASK = re.compile(r"mask=(\[\[.*?\]\])[,)]")
+_LOGITS = re.compile(r"\[B, T, V\] = \[(\d+), (\d+), \d+\]")
 
 
 def shown_shape(report: str) -> tuple[int, int] | None:
@@ -43,7 +45,10 @@ def shown_shape(report: str) -> tuple[int, int] | None:
     start = _SECTION.search(report)
     if start is None:
         return None
+    logits = _LOGITS.search(report, start.end())
     found = _MASK.search(report, start.end())
+    if logits is not None and (found is None or logits.start() < found.start()):
+        return int(logits[1]), int(logits[2])  # a logits call: its labels' B x T
     if found is None:
         return None
     rows = eval(found.group(1))  # a literal list of lists of bools, written by the report
@@ -130,6 +135,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--save", type=Path, help="write each report into this folder")
     args = parser.parse_args()
+    from properties.zoo.api.smallest import SMALLEST as API_SMALLEST
+    from properties.zoo.api.wrong import WRONG_APIS
     from properties.zoo.reported import names_mistake
     from properties.zoo.wrong import SMALLEST
 
@@ -147,7 +154,9 @@ def main() -> None:
             figures = future.result()
             named = names_mistake(command, name, figures["summary"])
             shape = figures["shape"]
-            smallest = SMALLEST.get(name) if command == "check" else None
+            smallest = (
+                SMALLEST.get(name) if command == "check" else API_SMALLEST.get(WRONG_APIS[name])
+            )
             least = (
                 "-"
                 if smallest is None or shape is None

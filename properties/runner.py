@@ -428,15 +428,16 @@ def _fewer_cells(
     that is one ``LossCase`` is tried without each of its rows, and without each of its
     columns (a position of every row), as long as one of them still fails of the same
     cause (``_same_cause``); ``attempts.last`` and the returned error are then the smaller
-    input's."""
+    input's. So is a logits call (its labels' rows and columns), and a drawn value that holds
+    one of them as its ``case`` and rebuilds itself around a smaller one (``with_case``)."""
     assert attempts.last is not None
     drawn = attempts.last[1]
-    if not isinstance(drawn, LossCase) or not isinstance(error, InvariantViolation):
+    if _cut_case(drawn) is None or not isinstance(error, InvariantViolation):
         return error
     improved = True
     while improved:
         improved = False
-        for smaller in _smaller_cases(drawn):
+        for smaller in _smaller_values(drawn):
             probe = invariant.probe(implementation, observer)
             attempts.count += 1  # an input tried, as the observer is told
             if observer is not None:
@@ -454,16 +455,29 @@ def _fewer_cells(
     return error
 
 
-def _smaller_cases(case: LossCase) -> list[LossCase]:
-    """``case`` without one of its rows, then without one of its columns: valid inputs
-    (a valid token left) of fewer cells."""
-    return [make_valid(smaller) for _, smaller in cuts(case)]
+def _cut_case(value: Any) -> Any:
+    """What rows and columns are taken from: ``value`` where it has rows (a ``LossCase``, a
+    logits call), its ``case`` where it rebuilds itself around a smaller one (a call of
+    ``compute_total_loss``, say); else None (a record whose other parts follow the shape)."""
+    if hasattr(value, "without_row"):
+        return value
+    if hasattr(value, "with_case"):
+        return _cut_case(value.case)
+    return None
 
 
-def cuts(case: LossCase) -> list[tuple[tuple[str, int], LossCase]]:
+def _smaller_values(value: Any) -> list[Any]:
+    """``value`` without one of its case's rows, then without one of its columns: valid
+    inputs (a valid token left) of fewer cells."""
+    if hasattr(value, "with_case"):
+        return [value.with_case(smaller) for smaller in _smaller_values(value.case)]
+    return [make_valid(c) if isinstance(c, LossCase) else c for _, c in cuts(value)]
+
+
+def cuts(case: Any) -> list[tuple[tuple[str, int], Any]]:
     """``case`` without each of its rows, then without each of its columns, where a valid
     token is left: (``("row", i)`` or ``("column", t)``, the smaller case) each."""
-    batch, length = case.shape
+    batch, length = case.shape[:2]
     found = [(("row", i), case.without_row(i)) for i in range(batch)]
     found += [(("column", t), case.without_column(t)) for t in range(length)]
     return [(cut, c) for cut, c in found if c.has_valid_token]

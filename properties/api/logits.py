@@ -71,6 +71,20 @@ class LogitsCase:
             f"labels_{k} = torch.tensor({list(map(list, self.labels))}, dtype={self.label_dtype})",
         ]
 
+    @property
+    def has_valid_token(self) -> bool:
+        """Whether some label past the shift is a target (not ``ignore_index``): what a
+        row or column taken away (``properties.runner``) must leave."""
+        return any(y != self.ignore_index for row in self.labels for y in row[int(self.shift) :])
+
+    def without_row(self, i: int) -> LogitsCase:
+        """The call without example ``i`` (its logits are drawn anew, from the same seed)."""
+        return replace(self, labels=self.labels[:i] + self.labels[i + 1 :])
+
+    def without_column(self, t: int) -> LogitsCase:
+        """The call without position ``t`` of every row."""
+        return replace(self, labels=tuple(row[:t] + row[t + 1 :] for row in self.labels))
+
     def arguments(self) -> dict[str, Any]:
         """The keywords of the call: those that differ from the defaults (which are then
         checked too)."""
@@ -369,6 +383,9 @@ def _set_targets(labels: torch.Tensor, value: int, shift: bool) -> torch.Tensor:
 class BadLogits:
     kind: str
     case: LogitsCase
+
+    def with_case(self, case: LogitsCase) -> BadLogits:
+        return replace(self, case=case)
 
 
 @st.composite

@@ -10,7 +10,7 @@ from ``spec.api``; the loss cases are ``properties.strategies``'.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -462,6 +462,10 @@ class TotalLossCase:
     outer: tuple[tuple[str, Any], ...] = ()
     auxiliary: tuple[tuple[str, float], ...] = ()
 
+    def with_case(self, case: LossCase) -> TotalLossCase:
+        """The same call on another stack input (of fewer cells: ``properties.runner``)."""
+        return replace(self, case=case)
+
     @property
     def auxiliary_dtype(self) -> torch.dtype:
         """The auxiliary terms' dtype: what the stack computes in (float32 at least)."""
@@ -530,6 +534,9 @@ class MissingTerm:
     def case(self) -> LossCase:
         return self.total.case
 
+    def with_case(self, case: LossCase) -> MissingTerm:
+        return replace(self, total=self.total.with_case(case))
+
     def __repr__(self) -> str:
         return f"{self.total!r} without {self.missing}"
 
@@ -555,6 +562,9 @@ class TotalLossMix:
     @property
     def case(self) -> LossCase:
         return self.total.case
+
+    def with_case(self, case: LossCase) -> TotalLossMix:
+        return replace(self, total=self.total.with_case(case))
 
     def __repr__(self) -> str:
         return f"TotalLossMix(total={self.total!r}, mix={format_mix(self.coefficients)})"

@@ -65,7 +65,8 @@ class Smallest:
 
     @property
     def cells(self) -> int:
-        batch, length = self.case.shape
+        """B x T (of the labels, for logits: their vocabulary is not a cell)."""
+        batch, length = self.case.shape[:2]
         return batch * length
 
 

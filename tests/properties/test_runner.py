@@ -260,6 +260,35 @@ def test_an_input_is_reduced_to_fewer_cells_where_it_shows_the_cause_more_ways()
     assert result.failure.shown.zfree_token_nll == ((0.0,),)
 
 
+def test_an_api_input_is_reduced_to_fewer_cells_too() -> None:
+    # the uint8-labels edge case holds three labels where the one that uint8 wraps to -100
+    # shows the mistake; and compute_total_loss's input, a padded NaN in a second row that
+    # one row of two positions shows as well, is cut inside the call that holds it
+    from properties import api as api_invariants
+    from properties.zoo.api.correct import api
+    from properties.zoo.api.smallest import call
+
+    only_explicit = settings(DEV, phases=[Phase.explicit, Phase.shrink])
+    result = run_invariant(
+        api_invariants.by_id("logits-token-nll"),
+        api("logits-wrapped-labels"),
+        target="t",
+        settings=only_explicit,
+    )
+    assert result.status == "failed" and result.failure.edge_reduced
+    assert result.failure.shown.labels == ((156,),)
+    padded_nan = LossCase(
+        token_nll=((1.0, 0.0), (0.0, 0.0)),
+        zfree_token_nll=((1.0, math.nan), (0.0, 0.0)),
+        mask=((True, False), (True, True)),
+    )
+    contract = api_invariants.by_id("total-loss-contract")
+    invariant = replace(contract, examples=(NamedInput("two rows", "", call(padded_nan)),))
+    result = run_invariant(invariant, api("inputs-modified"), target="t", settings=only_explicit)
+    assert result.status == "failed" and result.failure.edge_reduced
+    assert result.failure.shown.case.mask == ((True, False),)
+
+
 def test_the_diagnosis_looks_at_the_input_whose_outputs_the_table_shows() -> None:
     # padding-extension compares two calls; the table's observed values are those of the
     # padded call, and so is the diagnosis: a NaN there, not on the unpadded input

@@ -10,6 +10,9 @@ between calls is checked as a user runs it instead (the whole check, under each 
 input it fails on depends on the calls the run made before it (which worker ran which
 invariant first), and the report reaches the smallest one those calls allow by replaying
 fewer cells of the input and of them in a fresh process (``properties.followup``).
+
+Each mistake of the API zoo that a call on tensors shows (``properties.zoo.api.smallest``)
+is checked alike, against the correct API and recon_impl.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import Any
 
 import pytest
 
+import recon_impl
+from properties import api as api_invariants
 from properties.cases import LossCase
 from properties.invariant import InvariantViolation
 from properties.invariants import by_id
@@ -27,6 +32,8 @@ from properties.profiles import profile_settings
 from properties.runner import check_once, run_invariant
 from properties.strategies import make_valid
 from properties.zoo import wrong
+from properties.zoo.api import smallest as api_smallest
+from properties.zoo.api.correct import MISTAKES, api
 from properties.zoo.smallest import Smallest
 from properties.zoo.textbook import textbook_losses
 from properties.zoo.wrong import SMALLEST, WRONG_IMPLEMENTATIONS
@@ -109,3 +116,69 @@ def test_a_report_of_state_between_calls_reaches_the_smallest_input(name: str, s
     shown = re.search(r"input \(B x T = (\d+) x (\d+)\)", done.stdout)
     assert shown is not None, done.stdout
     assert int(shown[1]) * int(shown[2]) <= entry.cells, done.stdout
+
+
+# --- the API zoo ---------------------------------------------------------------------------
+
+
+def _api_rejects(entry: Smallest, implementation: Any, value: Any) -> bool:
+    invariant = api_invariants.by_id(entry.invariant)
+    try:
+        check_once(invariant, invariant.probe(implementation), value)
+    except InvariantViolation:
+        return True
+    return False
+
+
+def _cells(value: Any) -> int:
+    batch, length = getattr(value, "case", value).shape[:2]
+    return batch * length
+
+
+def test_every_api_mistake_shown_on_tensors_has_its_smallest_input() -> None:
+    on_tensors = {
+        mistake
+        for mistake, (invariant_id, _) in MISTAKES.items()
+        if set(api_invariants.by_id(invariant_id).needs) & set(api_smallest.TENSOR_FUNCTIONS)
+    }
+    assert sorted(api_smallest.SMALLEST) == sorted(on_tensors)
+    for mistake, entry in api_smallest.SMALLEST.items():
+        assert entry.invariant == MISTAKES[mistake][0], mistake
+
+
+@pytest.mark.parametrize("mistake", sorted(api_smallest.SMALLEST))
+def test_the_api_witness_shows_the_mistake_and_the_correct_apis_pass(mistake: str) -> None:
+    entry = api_smallest.SMALLEST[mistake]
+    assert _api_rejects(entry, api(mistake), entry.witness), f"{mistake} passes its witness"
+    for correct in (api(), recon_impl):
+        assert not _api_rejects(entry, correct, entry.witness), f"{mistake}'s witness is wrong"
+
+
+@pytest.mark.parametrize(
+    "mistake", sorted(n for n, e in api_smallest.SMALLEST.items() if e.cells > 1)
+)
+def test_without_a_row_or_a_column_the_api_witness_shows_nothing(mistake: str) -> None:
+    entry = api_smallest.SMALLEST[mistake]
+    for smaller in _one_row_or_column_less(entry.case):
+        value = _with_case(entry.witness, smaller)
+        assert not _api_rejects(entry, api(mistake), value), f"{mistake} fails on {smaller}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("mistake", sorted(api_smallest.SMALLEST))
+def test_shrinking_reaches_the_smallest_api_input(mistake: str, seed: int) -> None:
+    entry = api_smallest.SMALLEST[mistake]
+    result = run_invariant(
+        api_invariants.by_id(entry.invariant),
+        api(mistake),
+        target=f"properties.zoo.api.wrong:{mistake.replace('-', '_')}",
+        settings=profile_settings("dev"),
+        seed=seed,
+    )
+    assert result.status == "failed" and result.failure is not None, result.status
+    assert result.failure.shown is not None, result.failure.minimal_input
+    assert _cells(result.failure.shown) <= entry.cells, (
+        f"{mistake}, seed {seed}: {entry.invariant} shows {result.failure.minimal_input}, "
+        f"where {entry.witness!r} shows the mistake"
+    )

@@ -150,6 +150,17 @@ def test_an_adapter_with_its_own_names_passes_the_validation_group() -> None:
     assert "argument_names names nll, which are none of token_nll" in bad.stderr
 
 
+def test_a_stack_that_words_its_own_errors_passes_through_its_declaration() -> None:
+    # own_validation.py checks its inputs itself and words every error in its own names
+    # (is_pad, inv_surprisal_eps, ...): no message is rewritten to the spec's names
+    args = ("-i", "validation", "--with-validation", "--profile", "ci", "--no-database")
+    declared = run_cli("check", target("own_validation.py"), *args)
+    assert declared.returncode == 0, declared.stdout[-3000:]
+    undeclared = run_cli("check", target("own_validation.py", "undeclared"), *args)
+    assert undeclared.returncode == 1
+    assert "but says: inv_surprisal_eps must be > 0" in undeclared.stdout
+
+
 def test_maxfail_stops_and_gives_the_status_of_what_ran() -> None:
     done = run_cli(
         "check", "properties.zoo.wrong:global_token_mean", "--maxfail", "1", "-j", "1",

@@ -1,6 +1,6 @@
 """A correct stack under a team's own names: its arguments are nll, ref_nll and valid, its
 epsilon is eps, and its result keys are its own (``recon/raw``, ...). ``losses`` declares
-them (docs/GUIDE.md, "An adapter with your own names"); ``undeclared`` is the same code
+them (docs/GUIDE.md, "Your own names"); ``undeclared`` is the same code
 without the declaration, which the validation group rejects: its errors name none of the
 spec's arguments."""
 

@@ -103,12 +103,26 @@ def _check(args: argparse.Namespace) -> int:
             _run(args, target, invariants, by_id, domain, kind="stack", plain=plain, parts=parts)
         )
     if args.api is not None and (not args.invariant or api_names):
-        args.module, args.invariant, args.with_logits, args.skip = args.api, api_names, False, []
-        print()
-        statuses.append(_check_api(args, parts=parts))
+        module, args.maxfail = args.api, _maxfail_left(args.maxfail, parts)
+        if args.maxfail == 0:
+            print(f"\nrecon-spec check-api {module}: not run (--maxfail reached in check)")
+        else:
+            args.module, args.invariant, args.with_logits, args.skip = module, api_names, False, []
+            print()
+            statuses.append(_check_api(args, parts=parts))
     status = combined(statuses)
     write_outputs(args, parts, status)
     return status
+
+
+def _maxfail_left(maxfail: int | None, parts: Sequence) -> int | None:
+    """``--maxfail`` counts over both suites: what the stack's run leaves for the API's."""
+    from properties.supervisor import NOT_HOLDING
+
+    if maxfail is None:
+        return None
+    failing = sum(r.status in NOT_HOLDING for part in parts for r in part.results)
+    return max(0, maxfail - failing)
 
 
 def combined(statuses: Sequence[int]) -> int:

@@ -35,6 +35,8 @@ from properties.target import Call
 from properties.worker import Replay, WorkRequest, main
 
 #: how long a worker may take to start, load the target and make its first call
+#: the results that count toward ``--maxfail``: invariants that did not hold
+NOT_HOLDING = ("failed", "crashed", "timed out")
 LOAD_TIMEOUT_FLOOR = 120.0
 
 
@@ -214,7 +216,7 @@ class Supervisor:
                     self._dispatch(worker, pending.popleft())
             for result in self._wait_and_handle():
                 yield result
-                if result.status in ("failed", "crashed", "timed out"):
+                if result.status in NOT_HOLDING:
                     failing += 1
                 if maxfail is not None and failing >= maxfail:
                     self.close()  # what the others are running is abandoned, unreported

@@ -203,6 +203,20 @@ def test_one_command_checks_the_stack_and_the_api() -> None:
     assert unknown.returncode == 2 and "in either catalogue" in unknown.stderr
 
 
+def test_maxfail_counts_over_both_suites() -> None:
+    args = ("-i", "oracle-agreement", "-i", "total-loss-weighted-sum", "--profile", "ci")
+    args += ("--max-examples", "10", "--no-database")
+    wrong_stack = "properties.zoo.wrong:global_token_mean"
+    first = run_cli("check", wrong_stack, "--api", "recon_impl", "-x", *args)
+    assert first.returncode == 1, first.stdout
+    assert "check-api recon_impl: not run (--maxfail reached in check)" in first.stdout
+    assert "recon-spec check-api: recon_impl" not in first.stdout
+    wrong_api = "properties.zoo.api.wrong:router_switch_ignored"
+    second = run_cli("check", wrong_stack, "--api", wrong_api, "--maxfail", "2", *args)
+    assert second.returncode == 1
+    assert "[1] FAILED total-loss-weighted-sum" in second.stdout
+
+
 def test_json_and_junit_hold_what_the_terminal_shows(tmp_path: Path) -> None:
     document, junit = tmp_path / "verdict.json", tmp_path / "verdict.xml"
     done = run_cli(

@@ -36,6 +36,9 @@ MARKS = {
     "skipped": "skip",
 }
 RULE = "=" * 100
+#: the script's heading: a script saved elsewhere would not find a target imported by its
+#: module name or file path from the folder the check ran in
+REPRODUCE = "reproduce without hypothesis (save it in this folder and run it)"
 #: the summary's length at most: a line for its title, three per cause shown
 SUMMARY_LINES = 15
 #: a report longer than this folds the lines of the other invariants each cause broke
@@ -310,11 +313,11 @@ def failure_section(
     if failure.reproduction:
         script = failure.reproduction.rstrip()
         if verbose:
-            heading = ["reproduce without hypothesis (copy into a file and run it):", "-" * 100]
+            heading = [f"{REPRODUCE}:", "-" * 100]
         else:  # compact: no blank lines, no rows that agree, the heading in the rule
             script = _expected_in_one_line(compact(script))
             script = "\n".join(line for line in script.splitlines() if line.strip())
-            heading = [f"{' reproduce without hypothesis (copy into a file and run it) ':-^100}"]
+            heading = [f"{' ' + REPRODUCE + ' ':-^100}"]
         blocks.append([*heading, *script.splitlines(), "-" * 100])
     tail = []
     if failure.unsaved:

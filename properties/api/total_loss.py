@@ -281,7 +281,7 @@ def check_contract(probe: ApiProbe, drawn: TotalLossCase) -> None:
         for n, v in drawn.auxiliary
     )
     problems = [
-        f"it modified the caller's {name}: {given[name].tolist()}, was {originals[name].tolist()}"
+        f"modified the caller's {name}: {given[name].tolist()}, was {originals[name].tolist()}"
         for name in originals
         if not _unchanged(originals[name], given[name])
     ]
@@ -290,17 +290,18 @@ def check_contract(probe: ApiProbe, drawn: TotalLossCase) -> None:
         if not isinstance(value, torch.Tensor):
             continue  # total-loss-bundle says so
         if value.device.type != torch.device(case.device).type:
-            problems.append(f"{name} is on {value.device}, the inputs on {case.device}")
+            problems.append(f"returned {name} on {value.device}, the inputs on {case.device}")
         if name in LOSS_NAMES and value.dtype != result_dtype:
             problems.append(
-                f"{name} is {DTYPE_NAMES.get(value.dtype, value.dtype)}, expected "
+                f"returned {name} in {DTYPE_NAMES.get(value.dtype, value.dtype)}, expected "
                 f"{DTYPE_NAMES[result_dtype]} for {DTYPE_NAMES[case.dtype]} inputs"
             )
     if problems:
+        # what went wrong leads, so that a cause's line, which keeps its start, names it
         raise _violation(
-            f"{COMPUTE_TOTAL_LOSS} leaves its inputs as they were and returns the "
-            "reconstruction entries in float32 or better (the inputs' dtype from float32 "
-            "up) on the inputs' device: " + "; ".join(problems),
+            f"{COMPUTE_TOTAL_LOSS} " + "; ".join(problems) + " (it must leave its inputs as "
+            "they were and return the reconstruction entries in float32 or better, the "
+            "inputs' dtype from float32 up, on the inputs' device)",
             case,
             "contract",
         )

@@ -35,7 +35,10 @@ def check_alpha_zero(probe: Probe, case: LossCase) -> None:
             BTOK.name: bbar_mean,
         },
         tolerance(case),
-        what="alpha = 0 gives uniform shares: R_tok = R_raw, R_cc = R_dist, kappa = 1, btok = bbar",
+        # R_tok's and R_cc's expected values are the target's own R_raw and R_dist: the table
+        # says so, since a wrong R_raw shows there as a wrong R_tok
+        what="alpha = 0 gives uniform shares: R_tok = R_raw, R_cc = R_dist, kappa = 1, btok = bbar "
+        "(R_tok and R_cc expected: the target's own R_raw and R_dist)",
         case=case,
     )
 

@@ -20,6 +20,7 @@ import pytest
 
 from properties.cli import main
 from properties.invariants import by_id
+from properties.report import REPRODUCE
 from tests.properties.cli_runs import run_cli
 
 ROOT = Path(__file__).parents[2]
@@ -35,7 +36,7 @@ def check(*args: str, cwd: Path = ROOT, in_process: bool = True, **environment: 
 
 def reproduction_of(report: str) -> str:
     """The first reproduction script of a report (between its two rules of dashes)."""
-    after = re.split(r"copy into a file and run it\)[^\n]*\n", report, maxsplit=1)[1]
+    after = re.split(re.escape(REPRODUCE) + r"[^\n]*\n", report, maxsplit=1)[1]
     rule = "-" * 100 + "\n"
     return after.removeprefix(rule).split(rule)[0]
 
@@ -427,6 +428,7 @@ def then_lose(*args, **kwargs):
 
 setattr(owner, name, then_lose)
 from properties.cli import main
+from properties.report import REPRODUCE
 sys.exit(main())
 """
 

@@ -75,16 +75,29 @@ def exit_status(statuses: Sequence[str]) -> int:
 def _check(args: argparse.Namespace) -> int:
     if args.list:
         return _list_invariants()
+    from properties.api.module import api_parts, api_target_name
     from properties.invariants import by_id, select
     from properties.invariants.edge_cases import EDGE_CASES
     from properties.options import domain_from
     from properties.outputs import write_outputs
-    from properties.target import TargetLoadError, target_name
+    from properties.target import (
+        TargetLoadError,
+        adapted_target,
+        locate_module,
+        split_target,
+        target_name,
+    )
 
     try:
         target = target_name(args.target)
+        locate_module(split_target(adapted_target(target))[0])
     except TargetLoadError as error:
         return _error(str(error))
+    try:  # an API that cannot be had fails the command before the stack's check runs
+        if args.api is not None:
+            locate_module(api_parts(api_target_name(args.api))[0])
+    except TargetLoadError as error:
+        return _error(str(error), "check-api")
     try:
         stack_names, api_names = _split_selection(args.invariant, with_api=args.api is not None)
         invariants = select(stack_names, include_opt_in=args.with_validation)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -145,6 +146,25 @@ def import_module_named(module_name: str) -> Any:
     except BaseException as error:  # the user's module may fail in any way at import,
         # sys.exit() and a stray KeyboardInterrupt included (only workers import targets)
         raise TargetLoadError(f"cannot import {module_name!r}: {describe(error)}") from error
+
+
+def locate_module(module_name: str) -> None:
+    """``TargetLoadError`` where ``module_name`` cannot be found, worded as its import
+    would fail; runs none of its code (a dotted name's top-level package is looked up, not
+    imported), so the reporting process may call it before any check starts."""
+    if is_file_target(module_name):
+        path = Path(module_name).resolve()
+        if not path.is_file():
+            raise TargetLoadError(f"no Python file at {path}")
+        return
+    top = module_name.partition(".")[0]
+    if top in sys.modules or importlib.machinery.PathFinder.find_spec(
+        top, [str(Path.cwd()), *sys.path]
+    ):
+        return
+    if importlib.util.find_spec(top) is None:  # builtin and frozen modules included
+        message = f"ModuleNotFoundError: No module named {top!r}"
+        raise TargetLoadError(f"cannot import {module_name!r}: {message}")
 
 
 def load_target(name: str | None = None) -> tuple[str, Implementation]:

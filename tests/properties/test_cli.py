@@ -167,6 +167,23 @@ def test_an_empty_or_malformed_name_is_an_error_not_the_default(
     assert message in err and "passed" not in out
 
 
+@pytest.mark.parametrize(
+    ("api", "message"),
+    [
+        ("no_such_api_module", "cannot import 'no_such_api_module'"),
+        ("no_such_api_package.api", "No module named 'no_such_api_package'"),
+        ("missing/api.py", "no Python file at"),
+    ],
+)
+def test_an_api_that_cannot_be_found_fails_before_the_stack_check_runs(
+    api: str, message: str, capsys
+) -> None:
+    assert main(["check", "--api", api, "--max-examples", "2", "--no-database"]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("recon-spec check-api: ") and message in err, err
+    assert out == "", out  # not a header, not a table: nothing was checked
+
+
 def test_a_target_that_exits_while_imported_cannot_be_checked() -> None:
     done = check(target("exits_at_import.py"), "--max-examples", "2")
     assert done.returncode == 2, done.stdout + done.stderr

@@ -51,6 +51,12 @@ _AGREEING_ROW = re.compile(r"^(# )?    \S+ +observed ")
 _FAILING_ROW = re.compile(r"^(# )?  ✗ \S+ +observed ")
 
 
+def _sentence(text: str) -> str:
+    """``text`` ending as a sentence, so that the next one reads on from it."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?", ")")) else text + "."
+
+
 def header(
     target: str,
     profile: str,
@@ -147,7 +153,7 @@ def _input_lines(result: InvariantResult) -> list[list[str]]:
         blocks.append(
             [
                 f"the named edge case {other.name!r} fails this invariant too, in another way "
-                f"({how}). It is there because: {other.why}"
+                f"({how}). It is there because: {_sentence(other.why)}"
             ]
         )
     size = _size(failure)
@@ -158,10 +164,10 @@ def _input_lines(result: InvariantResult) -> list[list[str]]:
             "example database, .hypothesis/examples):"
         )
     elif edge is not None:
-        reduced = ", without the rows and columns it needs not" if failure.edge_reduced else ""
+        reduced = ", cut to the rows and columns that show it" if failure.edge_reduced else ""
         lines.append(
             f"the named edge case {edge.name!r} fails (no random input did). It is there "
-            f"because: {edge.why} Input{size}{reduced}:"
+            f"because: {_sentence(edge.why)} Input{size}{reduced}:"
         )
     if failure.shrunk and failure.bounded:
         lines.append(

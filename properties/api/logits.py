@@ -437,8 +437,8 @@ INVARIANTS = (
         examples=(
             NamedInput(
                 "uint8-labels",
-                "uint8 labels compared with -100 in their own dtype see 156: a class taken "
-                "for padding",
+                "uint8 labels compared with -100 in their own dtype compare with 156, so "
+                "class 156 is taken for padding.",
                 UINT8_LABELS,
             ),
             NamedInput(

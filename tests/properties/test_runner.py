@@ -4,6 +4,7 @@ line and diagnosis speak of the input it shows."""
 
 from __future__ import annotations
 
+import io
 import math
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from properties.invariant import Invariant, NamedInput
 from properties.invariants import by_id
 from properties.invariants.edge_cases import EDGE_CASES
 from properties.profiles import profile_settings
+from properties.report import failure_section
 from properties.runner import BOUNDED_SHRINK_CALLS, SAVED, run_invariant
 from properties.strategies import Domain, loss_cases
 from properties.zoo import wrong
@@ -277,6 +279,11 @@ def test_an_api_input_is_reduced_to_fewer_cells_too() -> None:
     )
     assert result.status == "failed" and result.failure.edge_reduced
     assert result.failure.shown.labels == ((156,),)
+    out = io.StringIO()
+    failure_section(api_invariants.by_id("logits-token-nll"), result, "t", {}, out)
+    # the edge case's reason reads as a sentence, and the input's line after it
+    reads_on = "class 156 is taken for padding. Input, cut to the rows and columns that show it:"
+    assert reads_on in out.getvalue(), out.getvalue()
     padded_nan = LossCase(
         token_nll=((1.0, 0.0), (0.0, 0.0)),
         zfree_token_nll=((1.0, math.nan), (0.0, 0.0)),

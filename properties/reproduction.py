@@ -97,6 +97,13 @@ def render_call(index: int, call: Call) -> list[str]:
     return lines
 
 
+def inputs_after_lines(names: tuple[str, ...]) -> tuple[str, ...]:
+    """A line that prints the call's input tensors ``{name}_{k}`` as they are after it, for
+    an invariant that checks the call leaves them unchanged (``{k}``: the call's number)."""
+    held = ", ".join(f"{name}={name}_{{k}}.tolist()" for name in names)
+    return (f"print('the inputs after the call:', dict({held}))",)
+
+
 #: what starts the script's closing comments (``expectation_lines``)
 EXPECTS = "# What the spec expects: "
 

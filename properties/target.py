@@ -340,13 +340,16 @@ class Probe:
         token_nll_requires_grad: bool = False,
         zfree_requires_grad: bool = False,
         backward_of: str | None = None,
+        then: tuple[str, ...] = (),
     ) -> Observed:
         """Call the target on fresh tensors of ``case`` (and take the backward of
-        ``backward_of``, which needs ``token_nll_requires_grad``)."""
+        ``backward_of``, which needs ``token_nll_requires_grad``); ``then``: lines the
+        script runs after it (``Call.then``), what the check looks at that the outputs
+        do not show."""
         token_nll, zfree, mask = case.tensors(requires_grad=token_nll_requires_grad)
         if zfree_requires_grad:
             zfree.requires_grad_()
-        call = Call(case, token_nll_requires_grad, zfree_requires_grad, backward_of)
+        call = Call(case, token_nll_requires_grad, zfree_requires_grad, backward_of, then=then)
         with self._calling(call):
             returned = self.implementation(token_nll, zfree, mask, case.config)
             keys = declared(self.implementation, OUTPUT_NAMES)

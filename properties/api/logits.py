@@ -22,6 +22,7 @@ from properties.api.invariant import ApiInvariant
 from properties.api.probe import ApiProbe, short
 from properties.cases import DTYPE_NAMES
 from properties.invariant import InvariantViolation, NamedInput
+from properties.reproduction import inputs_after_lines
 from properties.strategies import DEFAULT_DOMAIN, Domain, shapes
 from properties.tolerances import computation_dtype, cross_entropy_tolerance
 from spec.api import DEFAULT_IGNORE_INDEX, DEFAULT_SHIFT, TOKEN_NLL_FROM_LOGITS
@@ -201,7 +202,8 @@ def _unchanged(before: torch.Tensor, after: torch.Tensor) -> bool:
 
 
 def check_token_nll(probe: ApiProbe, case: LogitsCase) -> None:
-    returned, (logits, labels) = probe.logits_call(case, gradients=True)
+    then = inputs_after_lines(("logits", "labels"))
+    returned, (logits, labels) = probe.logits_call(case, gradients=True, then=then)
     if not isinstance(returned, tuple) or len(returned) != 2:
         raise InvariantViolation(
             f"{TOKEN_NLL_FROM_LOGITS} returns the pair (token_nll, mask), got "
@@ -251,7 +253,8 @@ def check_token_nll(probe: ApiProbe, case: LogitsCase) -> None:
             problems.append("token_nll does not require grad although the logits do")
     fresh_logits, fresh_labels = case.tensors()
     problems += [
-        f"it modified the caller's {name}"
+        f"it modified the caller's {name}: {short(str(after.tolist()))}, was "
+        f"{short(str(before.tolist()))}"
         for name, before, after in (
             ("logits", fresh_logits, logits),
             ("labels", fresh_labels, labels),

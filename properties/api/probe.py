@@ -442,11 +442,13 @@ class ApiProbe:
         gradients: bool = False,
         change: Any = None,
         code: str = "",
+        then: tuple[str, ...] = (),
     ) -> tuple[Any, tuple[Any, Any]]:
         """``api.token_nll_from_logits`` on the tensors of ``case`` (a ``LogitsCase``), after
         ``change(logits, labels, keywords)`` (``code`` says the same in Python): what it
         returns, unchecked, and the tensors it was given. With ``gradients`` the logits
-        require grad and the lines end with the gradient the check takes."""
+        require grad and the lines end with the gradient the check takes; ``then``: lines
+        after those (``{k}`` is the call's number)."""
         from properties.api.logits import GRADIENT_LINES
 
         k = next(self._counter)
@@ -467,6 +469,7 @@ class ApiProbe:
                 f"print('token_nll:', token_nll_{k}, 'mask:', mask_{k})",
                 *(line.format(k=k) for line in GRADIENT_LINES),
             ]
+        lines += [line.format(k=k) for line in then]
         with self._use(ApiCall(tuple(lines), case, case, main=main)):
             returned = self.attribute(TOKEN_NLL_FROM_LOGITS)(logits, labels, **keywords)
         return returned, (logits, labels)

@@ -30,6 +30,7 @@ from properties.invariants.common import assume_gradient_representable, represen
 from properties.invariants.edge_cases import EDGE_CASES
 from properties.invariants.gradients import alternating_coefficients, implicated
 from properties.oracle import expected, expected_mix_gradient
+from properties.reproduction import inputs_after_lines
 from properties.tolerances import (
     case_tolerance,
     computation_dtype,
@@ -274,8 +275,10 @@ def _unchanged(before: torch.Tensor, after: torch.Tensor) -> bool:
 
 def check_contract(probe: ApiProbe, drawn: TotalLossCase) -> None:
     case = drawn.case
-    outputs, given = probe.total_loss_call(drawn)
-    originals = dict(zip(("token_nll", "zfree_token_nll", "mask"), case.tensors(), strict=True))
+    names = ("token_nll", "zfree_token_nll", "mask")
+    then = inputs_after_lines((*names, *(n for n, _ in drawn.auxiliary)))
+    outputs, given = probe.total_loss_call(drawn, then=then)
+    originals = dict(zip(names, case.tensors(), strict=True))
     originals.update(
         (n, torch.tensor(v, dtype=drawn.auxiliary_dtype, device=case.device))
         for n, v in drawn.auxiliary

@@ -9,6 +9,7 @@ from properties.cases import DTYPE_NAMES, LossCase, Rows, round_to
 from properties.invariant import Invariant, InvariantViolation
 from properties.invariants.common import ALL_NAMES, TOTAL, assume_gradient_representable
 from properties.invariants.edge_cases import named
+from properties.reproduction import inputs_after_lines
 from properties.strategies import Domain, loss_cases
 from properties.target import Probe
 from properties.tolerances import computation_dtype
@@ -59,11 +60,12 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def check_inputs_unmodified(probe: Probe, case: LossCase) -> None:
-    inputs = probe.call(case, token_nll_requires_grad=True, backward_of=TOTAL).inputs
+    names = ("token_nll", "zfree_token_nll", "mask")
+    inputs = probe.call(
+        case, token_nll_requires_grad=True, backward_of=TOTAL, then=inputs_after_lines(names)
+    ).inputs
     fresh = case.tensors()
-    for name, used, original in zip(
-        ("token_nll", "zfree_token_nll", "mask"), inputs, fresh, strict=True
-    ):
+    for name, used, original in zip(names, inputs, fresh, strict=True):
         if not _same(used.detach(), original):
             raise InvariantViolation(
                 f"{name} was modified by the call (forward and backward): it held "

@@ -165,3 +165,47 @@ def test_the_spec_line_names_the_documents_its_references_live_in() -> None:
     failure_section(stack, result, "g:h", {}, out)
     line = next(line for line in out.getvalue().splitlines() if line.startswith("spec: "))
     assert "docs/SPEC.md" in line, line
+
+
+@pytest.mark.parametrize(
+    ("invariant", "target", "now_holds"),
+    [
+        (
+            "inputs-unmodified",
+            "properties.zoo.wrong:mutates_input",
+            r"(\w+) was .* now holds (.*)$",
+        ),
+        (
+            "total-loss-contract",
+            "properties.zoo.api.wrong:inputs_modified",
+            r"modified the caller's (\w+): (.*), was ",
+        ),
+        (
+            "logits-token-nll",
+            str(Path(__file__).parent / "targets" / "api_modifies_labels.py"),
+            r"modified the caller's (\w+): (.*), was ",
+        ),
+    ],
+)
+def test_a_modified_input_is_printed_by_the_script_after_the_call(
+    invariant: str, target: str, now_holds: str, tmp_path: Path
+) -> None:
+    from properties import api
+    from properties.api.module import load_api
+    from properties.target import load_target
+
+    if invariant in {i.id for i in api.INVARIANTS}:
+        found, implementation = api.by_id(invariant), load_api(target)
+    else:
+        found, implementation = by_id(invariant), load_target(target)[1]
+    result = run_invariant(found, implementation, target=target, settings=QUICK)
+    assert result.status == "failed", result
+    tensor, value = re.search(now_holds, result.failure.message.splitlines()[0]).groups()
+    script = tmp_path / "repro.py"
+    script.write_text(result.failure.reproduction)
+    completed = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr
+    after = completed.stdout.split("the inputs after the call: ")[1].splitlines()[0]
+    assert f"'{tensor}': {value}" in after, (after, result.failure.message)

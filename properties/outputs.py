@@ -1,8 +1,8 @@
 """The run's verdict for machines: JSON for dashboards, JUnit XML for CI systems.
 
 ``--json FILE`` and ``--junit-xml FILE`` write what the terminal shows, per invariant: its
-id and group, the result, the examples and time, the input shown, the cause it belongs to
-and its section of the report. Both are written after the report, whatever the verdict.
+id and group, the result, the examples and time, the input shown, the cause it belongs to,
+its section of the report and its rerun line; and the summary's causes, each with its rerun. Both are written after the report, whatever the verdict.
 """
 
 from __future__ import annotations
@@ -81,6 +81,21 @@ def _records(
     return records
 
 
+def _cause_records(causes: Sequence[Cause], records: list[dict[str, Any]]) -> list[dict]:
+    """The summary's causes: each one's text, invariants, and rerun (its shown invariant's)."""
+    rerun_of = {record["id"]: record.get("rerun") for record in records}
+    return [
+        {
+            "number": number,
+            "text": cause.text,
+            "shown": cause.representative.invariant_id,
+            "invariants": [r.invariant_id for r in cause.results],
+            "rerun": rerun_of[cause.representative.invariant_id],
+        }
+        for number, cause in enumerate(causes, start=1)
+    ]
+
+
 @dataclass
 class Part:
     """One run's results, as the report showed them (``check TARGET --api MODULE`` has two)."""
@@ -119,15 +134,7 @@ def write_outputs(args: argparse.Namespace, parts: Sequence[Part], status: int) 
                     "command": part.command,
                     "target": part.target,
                     "seconds": round(part.seconds, 3),
-                    "causes": [
-                        {
-                            "number": number,
-                            "text": cause.text,
-                            "shown": cause.representative.invariant_id,
-                            "invariants": [r.invariant_id for r in cause.results],
-                        }
-                        for number, cause in enumerate(part.causes, start=1)
-                    ],
+                    "causes": _cause_records(part.causes, records),
                     "invariants": records,
                 }
                 for part, records in runs

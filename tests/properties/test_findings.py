@@ -234,6 +234,9 @@ def test_json_and_junit_hold_what_the_terminal_shows(tmp_path: Path) -> None:
     assert failed["result"] == "failed" and "scale-missing" in failed["cause"]
     assert isinstance(eval(failed["input"], {"LossCase": LossCase, **_literals()}), LossCase)
     assert failed["section"] in done.stdout.replace("[1] ", "", 1)
+    (cause,) = run["causes"]  # the summary's cause, with its rerun line as printed
+    assert cause["shown"] == "oracle-agreement" and cause["text"] in done.stdout
+    assert f"    rerun: {cause['rerun']}\n" in done.stdout
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None and suite.get("tests") == "2" and suite.get("failures") == "1"
     (failure,) = suite.iter("failure")

@@ -461,7 +461,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="exit 1 if the committed document is stale"
     )
     doc.set_defaults(run=_doc)
+    parser.set_defaults(parsers=commands.choices)
     return parser
+
+
+def _parse(parser: argparse.ArgumentParser, given: list[str]) -> argparse.Namespace:
+    """The command line's options; an option the command does not know is an error with
+    that command's usage (argparse would show the top level's, which names no option)."""
+    args, unknown = parser.parse_known_args(given)
+    if unknown:
+        args.parsers[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
 
 
 def _quiet_stdout() -> None:
@@ -484,7 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 start_early()  # its imports overlap this process's, from here on
             # parsing is part of the run: it imports the spec (and torch, for --device)
-            args = build_parser().parse_args(argv)
+            args = _parse(build_parser(), given)
             raise_if_received()
             status = args.run(args)
             raise_if_received()

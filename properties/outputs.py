@@ -2,7 +2,8 @@
 
 ``--json FILE`` and ``--junit-xml FILE`` write what the terminal shows, per invariant: its
 id and group, the result, the examples and time, the input shown, the cause it belongs to,
-its section of the report and its rerun line; and the summary's causes, each with its rerun. Both are written after the report, whatever the verdict.
+its section of the report and its rerun line; and the summary's causes, each with its
+rerun. Both are written after the report, whatever the verdict.
 """
 
 from __future__ import annotations

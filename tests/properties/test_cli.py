@@ -538,6 +538,18 @@ def test_a_bad_option_is_a_usage_error_before_anything_runs(
     assert "error: argument" in err and out == ""
 
 
+@pytest.mark.parametrize("command", ["check", "check-api"])
+def test_an_option_the_command_does_not_know_shows_that_commands_usage(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main([command, "--max-exampels=5", "-i", "kappa-bounds"])
+    out, err = capsys.readouterr()
+    assert raised.value.code == 2 and out == ""
+    assert err.startswith(f"usage: recon-spec {command} [-h]"), err  # its options, listed
+    assert f"recon-spec {command}: error: unrecognized arguments: --max-exampels=5" in err
+
+
 @pytest.mark.skipif(
     __import__("torch").cuda.is_available(), reason="checks the message of a CUDA-less machine"
 )

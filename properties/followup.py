@@ -8,8 +8,9 @@ shrinking was cut short is run again alone, with the same seed and an unbounded 
 Then each shown input of a stack target is checked again in a fresh worker process that
 has made no call before. Where it passes there, the failure needs calls the run made
 before it: the target keeps state between calls. The fewest of those calls that make the
-failure again in a fresh process are found (the shortest run of calls before it, then its
-first call alone), and the report's script replays them before the failing check. Then the
+failure again in a fresh process are found (first one call alone, of the few a state is
+most often kept from; else the shortest run of calls before it, then its first call alone),
+and the report's script replays them before the failing check. Then the
 input and those calls lose rows and columns together (a row taken from the input is taken
 from each earlier call of its shape) while the check still fails after them in a fresh
 process; where the state also shows on the oracle comparison (``STATE_SHOWN_BY``), which
@@ -23,7 +24,7 @@ gets its triggers: the features of its input without which it passes
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields, replace
 from typing import Any
 
@@ -129,7 +130,7 @@ def _look_for_state(
         for call in supervisor.histories.get(invariant_id, ())
         if not call.adjust and call.error is None
     ]
-    found = _fewest_calls(history, fails_after)
+    found = fewest_calls(history, failure.shown, fails_after)
     failure.triggers = failure.trigger_kinds = ()  # found after the state changed
     if found is None:
         failure.state = (
@@ -297,11 +298,40 @@ def _all_valid(call: Call, fill: float) -> Call:
     )
 
 
-def _fewest_calls(history: list[Call], fails_after) -> tuple[list[Call], str] | None:
-    """Few calls of ``history`` after which the check fails in a fresh process, and the
-    script: the shortest run of calls before the failing input (doubling, then halving),
-    then its first call alone, which the shortest run needs. None where even the whole
-    history does not make the failure."""
+def fewest_calls(
+    history: list[Call], shown: Any, fails_after: Callable[[Sequence[Call]], str | None]
+) -> tuple[list[Call], str] | None:
+    """Few calls of ``history`` after which the check of ``shown`` fails in a fresh process
+    (``fails_after`` gives the script where it does), and the script: one call where one of
+    those a state is most often kept from does (``_one_call``), else the shortest run of
+    calls before the input and then its first call alone (``_shortest_run``). None where
+    even the whole history does not make the failure."""
+    return _one_call(history, shown, fails_after) or _shortest_run(history, fails_after)
+
+
+def _one_call(history: list[Call], shown: Any, fails_after) -> tuple[list[Call], str] | None:
+    """One call of ``history`` after which the check fails, and the script; None where none
+    of those tried does. Tried: the first call (a state set once), the first and the last
+    of the shown input's shape and dtype (a cache by shape), the last (a state from the call
+    before). Each costs one replay, where the search over runs of calls replays hundreds of
+    calls at a time, a dozen times."""
+    case = getattr(shown, "case", shown)
+    kind = (case.shape, case.dtype) if isinstance(case, LossCase) else None
+    alike = [c for c in history if (c.case.shape, c.case.dtype) == kind]
+    tried: list[Call] = []
+    for call in (history[:1], alike[:1], alike[-1:], history[-1:]):
+        if call and call[0] not in tried:
+            tried.append(call[0])
+            script = fails_after(call)
+            if script is not None:
+                return call, script
+    return None
+
+
+def _shortest_run(history: list[Call], fails_after) -> tuple[list[Call], str] | None:
+    """The shortest run of calls of ``history`` before the failing input after which the
+    check fails (doubling, then halving), or its first call alone, which that run needs;
+    and the script. None where even the whole history does not make the failure."""
     size, script = 1, None
     while size < len(history):
         script = fails_after(history[-size:])

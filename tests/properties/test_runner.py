@@ -457,3 +457,39 @@ def test_state_is_shown_on_the_fewest_cells_its_earlier_calls_allow() -> None:
     found = _fewer_cells_after(FreshProcesses(), ("oracle-agreement",), drawn, [earlier])
     assert found is not None
     assert found[3].shown.config == type(drawn.config)(), found[3].shown.config
+
+
+def test_the_calls_a_state_needs_are_found_in_few_replays() -> None:
+    # a cache by shape set by the first call of the input's shape, deep in a long history:
+    # one replay of that call alone finds it, where a search over runs of calls takes many
+    from properties.followup import fewest_calls
+    from properties.target import Call
+
+    def call(*losses: float) -> Call:
+        return Call(LossCase((losses,), (losses,), ((True,) * len(losses),)))
+
+    shown = LossCase(((1.0, 1.0),), ((1.0, 1.0),), ((True, True),))
+    history = [call(float(k)) for k in range(300)]
+    history[150] = setter = call(2.0, 3.0)  # the first of the input's shape
+    history += [call(4.0, 5.0), *(call(float(k)) for k in range(300))]
+    replayed: list[list[Call]] = []
+
+    def cache_by_shape(calls) -> str | None:
+        replayed.append(list(calls))
+        first = next((c for c in calls if c.case.shape == shown.shape), None)
+        return "script" if first is setter else None
+
+    assert fewest_calls(history, shown, cache_by_shape) == ([setter], "script")
+    assert len(replayed) <= 3, [len(calls) for calls in replayed]
+    # a state that needs two calls (neither alone): the shortest run before the input
+    replayed.clear()
+    both = history[-40], history[-10]
+
+    def needs_both(calls) -> str | None:
+        replayed.append(list(calls))
+        return "script" if all(c in calls for c in both) else None
+
+    found = fewest_calls(history, shown, needs_both)
+    assert found is not None and found[0] == history[-40:]
+    # a state the history does not make: None, after a bounded search
+    assert fewest_calls(history, shown, lambda calls: None) is None

@@ -110,22 +110,38 @@ def _check(args: argparse.Namespace) -> int:
         EDGE_CASES["single-token-rows"].case, dtype=domain.dtypes[0], device=args.device
     )
     parts: list = []
-    statuses = []
+    suites: dict[str, int | None] = {}  # each suite's command -> its status (None: not run)
     if args.api is None or not args.invariant or stack_names:
-        statuses.append(
-            _run(args, target, invariants, by_id, domain, kind="stack", plain=plain, parts=parts)
+        suites[f"check {target}"] = _run(
+            args, target, invariants, by_id, domain, kind="stack", plain=plain, parts=parts
         )
     if args.api is not None and (not args.invariant or api_names):
         module, args.maxfail = args.api, _maxfail_left(args.maxfail, parts)
         if args.maxfail == 0:
             print(f"\nrecon-spec check-api {module}: not run (--maxfail reached in check)")
+            suites[f"check-api {module}"] = None
         else:
             args.module, args.invariant, args.with_logits, args.skip = module, api_names, False, []
             print()
-            statuses.append(_check_api(args, parts=parts))
-    status = combined(statuses)
+            suites[f"check-api {module}"] = _check_api(args, parts=parts)
+    status = combined([s for s in suites.values() if s is not None])
+    if len(suites) > 1:  # the last lines are the API's: the verdict of both follows them
+        print(f"\n{verdict_line(suites, status)}")
     write_outputs(args, parts, status)
     return status
+
+
+#: what each exit status of one suite says (the module docstring)
+STATUS_WORDS = {0: "held", 1: "failed", 2: "not checked"}
+
+
+def verdict_line(suites: dict[str, int | None], status: int) -> str:
+    """The combined verdict of ``check TARGET --api MODULE``, each suite's beside it."""
+    each = "; ".join(
+        f"{command}: {'not run' if s is None else f'{STATUS_WORDS[s]} ({s})'}"
+        for command, s in suites.items()
+    )
+    return f"recon-spec check, both suites: exit {status} ({each})"
 
 
 def _maxfail_left(maxfail: int | None, parts: Sequence) -> int | None:

@@ -194,11 +194,14 @@ def test_one_command_checks_the_stack_and_the_api() -> None:
     assert both.returncode == 0, both.stdout
     assert "recon-spec check: recon_impl" in both.stdout
     assert "recon-spec check-api: recon_impl" in both.stdout
-    wrong = run_cli(
-        "check", "--api", "properties.zoo.api.wrong:router_switch_ignored", *args,
-        "--no-database",
-    )  # fmt: skip
+    # the API's lines come last: the verdict of both follows them, each suite's beside it
+    assert both.stdout.splitlines()[-1].startswith("recon-spec check, both suites: exit 0 (")
+    wrong_api = "properties.zoo.api.wrong:router_switch_ignored"
+    wrong = run_cli("check", "--api", wrong_api, *args, "--no-database")
     assert wrong.returncode == 1 and "[1] FAILED total-loss-weighted-sum" in wrong.stdout
+    verdict = wrong.stdout.splitlines()[-1]
+    assert verdict.startswith("recon-spec check, both suites: exit 1 ("), verdict
+    assert verdict.endswith(": held (0); check-api " + wrong_api + ": failed (1))"), verdict
     unknown = run_cli("check", "--api", "recon_impl", "-i", "no-such-thing")
     assert unknown.returncode == 2 and "in either catalogue" in unknown.stderr
 
@@ -211,6 +214,7 @@ def test_maxfail_counts_over_both_suites() -> None:
     assert first.returncode == 1, first.stdout
     assert "check-api recon_impl: not run (--maxfail reached in check)" in first.stdout
     assert "recon-spec check-api: recon_impl" not in first.stdout
+    assert first.stdout.splitlines()[-1].endswith("failed (1); check-api recon_impl: not run)")
     wrong_api = "properties.zoo.api.wrong:router_switch_ignored"
     second = run_cli("check", wrong_stack, "--api", wrong_api, "--maxfail", "2", *args)
     assert second.returncode == 1

@@ -10,11 +10,11 @@ has made no call before. Where it passes there, the failure needs calls the run 
 before it: the target keeps state between calls. The fewest of those calls that make the
 failure again in a fresh process are found (first one call alone, of the few a state is
 most often kept from; else the shortest run of calls before it, then its first call alone),
-and the report's script replays them before the failing check. Then the
-input and those calls lose rows and columns together (a row taken from the input is taken
-from each earlier call of its shape) while the check still fails after them in a fresh
-process; where the state also shows on the oracle comparison (``STATE_SHOWN_BY``), which
-reads every output, the report shows it there, on as few cells as it takes.
+and the report's script replays them before the failing check. Then the input and those
+calls lose rows and columns together (a row taken from the input is taken from each earlier
+call of its shape) while the check still fails after them in a fresh process; where the
+state also shows on the oracle comparison (``STATE_SHOWN_BY``), which reads every output,
+the report shows it there, on as few cells as it takes.
 
 Last, a shown failure that nothing names yet (no known variant, no exception, no state)
 gets its triggers: the features of its input without which it passes
@@ -319,12 +319,12 @@ def _one_call(history: list[Call], shown: Any, fails_after) -> tuple[list[Call],
     kind = (case.shape, case.dtype) if isinstance(case, LossCase) else None
     alike = [c for c in history if (c.case.shape, c.case.dtype) == kind]
     tried: list[Call] = []
-    for call in (history[:1], alike[:1], alike[-1:], history[-1:]):
-        if call and call[0] not in tried:
-            tried.append(call[0])
-            script = fails_after(call)
+    for calls in (history[:1], alike[:1], alike[-1:], history[-1:]):
+        if calls and calls[0] not in tried:
+            tried.append(calls[0])
+            script = fails_after(calls)
             if script is not None:
-                return call, script
+                return calls, script
     return None
 
 

@@ -46,7 +46,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from recon_impl.config import ReconstructionLossConfig, finite_float
+from recon_impl.config import ReconstructionLossConfig, _short, finite_float
 from recon_impl.distributed import collective_device, process_group_in_use
 from recon_impl.reconstruction import (
     RECONSTRUCTION_LOSS_NAMES,
@@ -81,6 +81,20 @@ def _integer_count(name: str, count: Any) -> int:
     raise ValueError(f"{name} must be an integer (a count of examples), got {kind}")
 
 
+def kept_count_list(kept_counts: Any) -> list[Any]:
+    """``kept_counts`` as a list (its entries unchecked), or ``ValueError`` where it is not an
+    iterable of counts: a single count (``3``, a 0-dim tensor) or None."""
+    try:
+        counts = iter(kept_counts)
+    except TypeError:
+        raise ValueError(
+            "kept_counts must be a sequence of kept-example counts, one integer per shard "
+            "(micro-batch), e.g. [kept_example_count(mask) for mask in masks], got "
+            f"{type(kept_counts).__name__} {_short(kept_counts)}"
+        ) from None
+    return list(counts)  # outside the try: a TypeError of the iteration itself is not hidden
+
+
 def shard_weights(kept_counts: Sequence[int], *, group: Any = None) -> list[float]:
     """The weight ``B'_k / sum_j B'_j`` of each shard, from its kept-example count.
 
@@ -93,11 +107,12 @@ def shard_weights(kept_counts: Sequence[int], *, group: Any = None) -> list[floa
             then the weights of all ranks' shards together sum to 1.
 
     Raises:
-        ValueError: a count is not a non-negative integer, or no shard (of any rank)
-            keeps an example. When distributed, every rank raises after the all-reduce.
+        ValueError: ``kept_counts`` is not iterable, a count is not a non-negative integer,
+            or no shard (of any rank) keeps an example. When distributed, every rank raises
+            after the all-reduce.
     """
     counts = []
-    for index, given in enumerate(kept_counts):
+    for index, given in enumerate(kept_count_list(kept_counts)):
         count = _integer_count(f"kept_counts[{index}]", given)
         if count < 0:
             raise ValueError(f"kept_counts[{index}] must be >= 0, got {count}")

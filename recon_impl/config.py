@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields, make_dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, make_dataclass
 from numbers import Real
 from typing import Any
 
@@ -35,6 +35,54 @@ def finite_float(name: str, value: Any) -> float:
             f"got {_short(value)}"
         )
     return converted
+
+
+def check_config_type(argument: str, value: Any, expected: type) -> None:
+    """``ValueError`` naming ``argument`` unless ``value`` is an ``expected`` (a config class
+    of this module). Both classes are named with their modules, since a config of another
+    package (a conformance suite's record, say) may share the class name, and the message
+    says how to convert ``value`` where ``recon_impl``'s constructor accepts its fields."""
+    if isinstance(value, expected):
+        return
+    wanted, got = _qualified_name(expected), _qualified_name(type(value))
+    if type(value).__name__ == expected.__name__:
+        got += (
+            " (another class object of the same module and name: that module was loaded twice)"
+            if got == wanted
+            else " (another class of the same name)"
+        )
+    message = f"{argument} must be a {wanted}, got {got}"
+    try:
+        conversion = _conversion(argument.rpartition(".")[2], value, expected)
+    except Exception:  # the hint is optional: whatever fails in it, this ValueError stands
+        conversion = None
+    raise ValueError(message + (f"; convert it with {conversion}" if conversion else ""))
+
+
+def _qualified_name(cls: type) -> str:
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _conversion(name: str, value: Any, expected: type) -> str | None:
+    """The expression that builds an ``expected`` from ``value`` (called ``name``): from a
+    dataclass with exactly ``expected``'s fields or a mapping of some of them, and only
+    where the constructor takes them as they are (``asdict`` turns a nested config into a
+    dict, which ``DisentanglementLossConfig`` refuses); raises where it does not."""
+    names = {f.name for f in fields(expected)}
+    if is_dataclass(value) and not isinstance(value, type):
+        if {f.name for f in fields(value)} != names:
+            return None
+        expression = f"recon_impl.{expected.__name__}(**dataclasses.asdict({name}))"
+        as_keywords: Callable[[Any], dict[str, Any]] = asdict
+    elif isinstance(value, Mapping) and set(value) <= names:
+        expression = f"recon_impl.{expected.__name__}(**{name})"
+        as_keywords = dict
+    else:
+        return None
+    expected(**as_keywords(value))  # the conversion is suggested only where it works
+    return expression
 
 
 def _check_real(owner: str, name: str, value: Any) -> float:
@@ -196,11 +244,7 @@ class DisentanglementLossConfig:
 
     def __post_init__(self) -> None:
         owner = type(self).__name__
-        if not isinstance(self.reconstruction, ReconstructionLossConfig):
-            raise ValueError(
-                f"{owner}.reconstruction must be a ReconstructionLossConfig, "
-                f"got {type(self.reconstruction).__name__}"
-            )
+        check_config_type(f"{owner}.reconstruction", self.reconstruction, ReconstructionLossConfig)
         if not isinstance(self.enable_router_support_loss, bool):
             raise ValueError(
                 f"{owner}.enable_router_support_loss must be a bool, "

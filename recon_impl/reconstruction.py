@@ -43,7 +43,7 @@ from dataclasses import make_dataclass
 import torch
 from torch import Tensor
 
-from recon_impl.config import ReconstructionLossConfig
+from recon_impl.config import ReconstructionLossConfig, check_config_type
 from recon_impl.stack import Plan, ReconstructionStack, stack_values
 from recon_impl.statistics import example_statistics
 from recon_impl.terms import DIAGNOSTIC_NAMES as _DIAGNOSTIC_NAMES
@@ -163,10 +163,7 @@ def reconstruction_losses(
     two stages instead of the analytic backward.
     """
     if validate:
-        if not isinstance(config, ReconstructionLossConfig):
-            raise ValueError(
-                f"config must be a ReconstructionLossConfig, got {type(config).__name__}"
-            )
+        check_config_type("config", config, ReconstructionLossConfig)
         valid = check_tensor_metadata(token_nll, zfree_token_nll, mask)
         check_values_readable(token_nll, zfree_token_nll, mask)
     else:

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from recon_impl.batch_decomposition import kept_example_count, weighted_shard_losses
-from recon_impl.config import DisentanglementLossConfig, finite_float
+from recon_impl.config import DisentanglementLossConfig, check_config_type, finite_float
 from recon_impl.reconstruction import RECONSTRUCTION_LOSS_NAMES, reconstruction_losses
 
 __all__ = [
@@ -114,8 +114,7 @@ def compute_total_loss(
         >>> float(empty["total_loss"]), float(empty["kl"])
         (0.0, 0.0)
     """
-    if not isinstance(config, DisentanglementLossConfig):
-        raise ValueError(f"config must be a DisentanglementLossConfig, got {type(config).__name__}")
+    check_config_type("config", config, DisentanglementLossConfig)
     auxiliary_terms = {
         "kl": kl,
         "router_support": router_support,

@@ -58,8 +58,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from recon_impl.batch_decomposition import kept_example_count, shard_weights
-from recon_impl.config import DisentanglementLossConfig
+from recon_impl.batch_decomposition import kept_count_list, kept_example_count, shard_weights
+from recon_impl.config import DisentanglementLossConfig, check_config_type
 from recon_impl.distributed import collective_device, process_group_in_use
 from recon_impl.total_loss import AUXILIARY_TERM_NAMES, TOTAL_LOSS_NAMES, compute_total_loss
 
@@ -99,16 +99,13 @@ class TrainingStep:
         group: Any = None,
         ranks_average_gradients: bool = True,
     ) -> None:
-        if not isinstance(config, DisentanglementLossConfig):
-            raise ValueError(
-                f"config must be a DisentanglementLossConfig, got {type(config).__name__}"
-            )
+        check_config_type("config", config, DisentanglementLossConfig)
         if not isinstance(ranks_average_gradients, bool):
             raise ValueError(
                 f"ranks_average_gradients must be a bool, got {ranks_average_gradients!r}"
             )
         self.config = config
-        self.kept_counts = tuple(kept_counts)
+        self.kept_counts = tuple(kept_count_list(kept_counts))
         self.weights: list[float] = shard_weights(self.kept_counts, group=group)
         self.kept_counts = tuple(int(count) for count in self.kept_counts)
         self.group = group

@@ -127,6 +127,9 @@ def value_checksum(
     return torch.stack(parts).sum()
 
 
+# Eager even under torch.compile: dynamo (dynamic=True) rebuilt a message's f-string, cut by
+# the graph break of a value read, with the symbolic float in place of its text (a TypeError).
+@torch.compiler.disable
 def raise_for_invalid_values(
     token_nll: Tensor,
     zfree_token_nll: Tensor,
@@ -193,6 +196,7 @@ def raise_for_invalid_values(
         )
 
 
+@torch.compiler.disable  # eager under torch.compile, as raise_for_invalid_values is
 def raise_for_invalid_zfree_values(
     zfree_token_nll: Tensor, mask: Tensor, *, where: str = ""
 ) -> None:

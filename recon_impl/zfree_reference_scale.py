@@ -27,13 +27,14 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Iterable, Sized
+from collections.abc import Iterable, Iterator, Sized
 from typing import Any, TextIO
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from recon_impl.config import _short
 from recon_impl.distributed import collective_device, process_group_in_use
 from recon_impl.validation import as_bool_mask, raise_for_invalid_zfree_values
 
@@ -70,8 +71,9 @@ def estimate_zfree_reference_scale(
         rejects it.
 
     Raises:
-        ValueError: a batch breaks a rule of MATH.md "Errors" for ``zfree_token_nll`` or
-            ``mask`` (the message names the batch index, the argument and the rule), or
+        ValueError: ``batches`` is not iterable, a batch breaks a rule of MATH.md
+            "Errors" for ``zfree_token_nll`` or ``mask`` or holds meta tensors (the
+            message names the batch index, the argument and the rule), or
             the data (the union, when distributed) holds no valid token, or its values are
             so large (near float64's largest number, 1.8e308) that a per-example sum or
             the running sum overflows float64: then no finite mean can be accumulated, and
@@ -91,7 +93,7 @@ def estimate_zfree_reference_scale(
     kept_examples = 0
     failure: Exception | None = None
     try:
-        for index, item in enumerate(batches):
+        for index, item in enumerate(_iterate(batches)):
             batch_sum, batch_kept = _batch_statistics(index, item)
             total, compensation = _neumaier_add(total, compensation, batch_sum)
             _raise_if_overflowed(total, f"batch {index}: the running sum of bbar_i")
@@ -130,6 +132,17 @@ def estimate_zfree_reference_scale(
     return total / kept_examples
 
 
+def _iterate(batches: Any) -> Iterator[Any]:
+    """An iterator over ``batches``, or the ``ValueError`` of an argument that is not iterable."""
+    try:
+        return iter(batches)
+    except TypeError:
+        raise ValueError(
+            "batches must be an iterable of (zfree_token_nll, mask) pairs, e.g. "
+            f"[(zfree_token_nll, mask)], got {type(batches).__name__} {_short(batches)}"
+        ) from None
+
+
 def _batch_statistics(index: int, item: Any) -> tuple[float, int]:
     """Validate batch ``index``; return (sum of its bbar_i, number of kept examples)."""
     where = f"batch {index}: "
@@ -165,6 +178,12 @@ def _batch_statistics(index: int, item: Any) -> tuple[float, int]:
         raise ValueError(
             f"{where}zfree_token_nll and mask must be on the same device, got "
             f"{zfree_token_nll.device} and {mask.device}"
+        )
+    if zfree_token_nll.device.type == "meta":
+        # checked here: reading a meta tensor's values raises NotImplementedError or RuntimeError
+        raise ValueError(
+            f"{where}zfree_token_nll and mask must hold values (the scale is computed from them), "
+            "got meta tensors, which hold none; pass tensors on the CPU or an accelerator"
         )
     try:
         valid = as_bool_mask(mask)

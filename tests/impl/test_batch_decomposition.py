@@ -113,6 +113,8 @@ def test_shard_weights() -> None:
         ValueError, match=r"kept_counts\[0\] must be an integer \(a count of examples\), got float"
     ):
         shard_weights([1.5])
+    with pytest.raises(ValueError, match=r"kept_counts must be a sequence of .*, got int 2$"):
+        shard_weights(2)
     with pytest.raises(ValueError, match=r"group was given but torch.distributed is not"):
         shard_weights([1], group=object())
 

@@ -72,3 +72,24 @@ def test_compiled_values_and_gradient_match_eager(alpha: float) -> None:
         compiled_leaf.grad, eager_leaf.grad, rtol=tolerance.rtol, atol=tolerance.rtol * scale
     )
     assert torch.all(compiled_leaf.grad[~mask] == 0)
+
+
+@pytest.mark.heavy
+@pytest.mark.slow
+def test_an_invalid_value_raises_the_eager_value_error() -> None:
+    # Dynamo itself (backend "eager" is the quickest; inductor and aot_eager share it) once
+    # turned the message of a negative zfree_token_nll into a TypeError.
+    def stack(token_nll, zfree_token_nll, mask):
+        return reconstruction_losses(token_nll, zfree_token_nll, mask, EVERY_TERM_CONFIG)
+
+    torch._dynamo.reset()
+    l = torch.full((3, 5), 2.0)
+    b = torch.full((3, 5), 1.5)
+    b[1, 2] = -0.5  # a finite float: dynamic=True traces it as a symbolic float
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    pattern = r"^zfree_token_nll must be >= 0 .* found -0\.5 at \[1, 2\]"
+    with pytest.raises(ValueError, match=pattern) as eager:
+        stack(l, b, mask)
+    with pytest.raises(ValueError, match=pattern) as compiled:
+        torch.compile(stack, dynamic=True, backend="eager")(l, b, mask)
+    assert str(compiled.value) == str(eager.value)

@@ -13,6 +13,8 @@ import torch
 from recon_impl import (
     DisentanglementLossConfig,
     ReconstructionLossConfig,
+    TrainingStep,
+    compute_total_loss,
     reconstruction_losses,
 )
 from tests.impl.configs import NON_NEGATIVE_PARAMETERS, POSITIVE_PARAMETERS, WEIGHT_FIELDS
@@ -40,7 +42,11 @@ def call(l=GOOD_L, b=GOOD_B, mask=GOOD_MASK, config=None):
         ({"mask": torch.tensor([[1, 2], [0, 1]])}, r"mask must hold only 0 and 1"),
         ({"b": torch.ones(2, 2, device="meta")}, r"must be on the same device"),
         ({"l": [[1.0, 2.0]]}, r"token_nll must be a torch.Tensor"),
-        ({"config": {"raw_weight": 1.0}}, r"config must be a ReconstructionLossConfig"),
+        (
+            {"config": {"raw_weight": 1.0}},
+            r"config must be a recon_impl\.config\.ReconstructionLossConfig, got dict; convert "
+            r"it with recon_impl\.ReconstructionLossConfig\(\*\*config\)$",
+        ),
     ],
 )
 def test_bad_tensors(kwargs, pattern) -> None:
@@ -131,10 +137,72 @@ def test_disentanglement_config_rejects_bad_fields() -> None:
         DisentanglementLossConfig(beta=-1.0)
     with pytest.raises(ValueError, match=r"posterior_entropy_weight must be finite"):
         DisentanglementLossConfig(posterior_entropy_weight=math.nan)
-    with pytest.raises(ValueError, match=r"reconstruction must be a ReconstructionLossConfig"):
+    with pytest.raises(ValueError, match=r"reconstruction must be a recon_impl\.config\.Recons"):
         DisentanglementLossConfig(reconstruction={"raw_weight": 1.0})
     with pytest.raises(ValueError, match=r"enable_router_support_loss must be a bool"):
         DisentanglementLossConfig(enable_router_support_loss=1)
+
+
+#: another package's config record with recon_impl's class name and fields, as the
+#: conformance suite's properties.config.ReconstructionLossConfig (not imported here)
+ForeignReconstructionLossConfig = dataclasses.make_dataclass(
+    "ReconstructionLossConfig",
+    [
+        (f.name, float, dataclasses.field(default=f.default))
+        for f in dataclasses.fields(ReconstructionLossConfig)
+    ],
+    frozen=True,
+)
+ForeignReconstructionLossConfig.__module__ = "elsewhere.config"
+#: the same for the total loss's config, holding the foreign record
+ForeignDisentanglementLossConfig = dataclasses.make_dataclass(
+    "DisentanglementLossConfig",
+    [
+        (f.name, object, dataclasses.field(default=getattr(DisentanglementLossConfig(), f.name)))
+        for f in dataclasses.fields(DisentanglementLossConfig)
+        if f.name != "reconstruction"
+    ]
+    + [("reconstruction", object, dataclasses.field(default=None))],
+)
+ForeignDisentanglementLossConfig.__module__ = "elsewhere.config"
+
+
+def test_a_config_of_another_class_of_the_same_name_names_both_modules() -> None:
+    foreign = ForeignReconstructionLossConfig(raw_weight=2.0, token_weight_alpha=0.5)
+    expected = (
+        "config must be a recon_impl.config.ReconstructionLossConfig, got "
+        "elsewhere.config.ReconstructionLossConfig (another class of the same name); convert "
+        "it with recon_impl.ReconstructionLossConfig(**dataclasses.asdict(config))"
+    )
+    with pytest.raises(ValueError) as error:
+        call(config=foreign)
+    assert str(error.value) == expected
+    # the conversion the message gives works and keeps every value
+    converted = ReconstructionLossConfig(**dataclasses.asdict(foreign))
+    assert dataclasses.asdict(converted) == dataclasses.asdict(foreign)
+    with pytest.raises(ValueError) as error:
+        DisentanglementLossConfig(reconstruction=foreign)
+    assert str(error.value) == expected.replace(
+        "config must", "DisentanglementLossConfig.reconstruction must"
+    ).replace("asdict(config)", "asdict(reconstruction)")
+
+
+@pytest.mark.parametrize(
+    "use",
+    [lambda c: compute_total_loss(GOOD_L, GOOD_B, GOOD_MASK, c), lambda c: TrainingStep(c, [1])],
+)
+def test_a_total_loss_config_of_another_class_names_both_modules(use) -> None:
+    foreign = ForeignDisentanglementLossConfig(
+        reconstruction=ForeignReconstructionLossConfig(), enable_router_support_loss=False
+    )
+    # no conversion is offered: dataclasses.asdict turns the nested config into a dict
+    expected = (
+        "config must be a recon_impl.config.DisentanglementLossConfig, got "
+        "elsewhere.config.DisentanglementLossConfig (another class of the same name)"
+    )
+    with pytest.raises(ValueError) as error:
+        use(foreign)
+    assert str(error.value) == expected
 
 
 RECONSTRUCTION_FIELDS = [f.name for f in dataclasses.fields(ReconstructionLossConfig)]

@@ -116,7 +116,7 @@ def test_auxiliary_terms_must_be_scalar_tensors(bad) -> None:
 
 
 def test_config_type_is_checked() -> None:
-    with pytest.raises(ValueError, match=r"config must be a DisentanglementLossConfig"):
+    with pytest.raises(ValueError, match=r"config must be a recon_impl\.config\.Disentangle"):
         compute_total_loss(L, B, MASK, RECON)
 
 

@@ -280,10 +280,19 @@ def test_a_term_given_on_only_some_micro_batches_is_a_value_error(given_on: int)
             step.loss(x, b, mask, **extra)
 
 
+@pytest.mark.parametrize(
+    ("kept_counts", "got"), [(3, "int 3"), (None, "NoneType None"), (torch.tensor(3), "Tensor")]
+)
+def test_kept_counts_that_are_not_a_sequence_are_a_value_error(kept_counts, got: str) -> None:
+    config = DisentanglementLossConfig(enable_router_support_loss=False, beta=0.0)
+    with pytest.raises(ValueError, match=rf"^kept_counts must be a sequence of kept-ex.*got {got}"):
+        TrainingStep(config, kept_counts)
+
+
 def test_misuse_is_a_value_error() -> None:
     config = DisentanglementLossConfig(enable_router_support_loss=False, beta=0.0)
     x, _, b, _, mask = micro_batches(0)[0]
-    with pytest.raises(ValueError, match=r"config must be a DisentanglementLossConfig"):
+    with pytest.raises(ValueError, match=r"config must be a recon_impl\.config\.Disentangle"):
         TrainingStep(EVERY_TERM_CONFIG, [1])
     with pytest.raises(ValueError, match=r"at least one kept example"):
         TrainingStep(config, [0, 0])

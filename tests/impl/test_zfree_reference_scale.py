@@ -204,6 +204,14 @@ def _with_nan_at_valid() -> tuple[torch.Tensor, torch.Tensor]:
             (torch.tensor([[0.5], [-0.25]]), torch.tensor([[True], [True]])),
             r"zfree_token_nll must be >= 0 .* -0.25 at \[1, 0\]",
         ),
+        (
+            (torch.ones(1, 2, device="meta"), torch.ones(1, 2, dtype=torch.bool, device="meta")),
+            r"zfree_token_nll and mask must hold values .*, got meta tensors",
+        ),
+        (
+            (torch.ones(1, 2, device="meta"), torch.ones(1, 2, dtype=torch.int64, device="meta")),
+            r"zfree_token_nll and mask must hold values .*, got meta tensors",
+        ),
     ],
 )
 def test_bad_batch_names_its_index_the_argument_and_the_rule(bad, pattern: str) -> None:
@@ -224,6 +232,17 @@ def test_bad_batch_names_its_index_the_argument_and_the_rule(bad, pattern: str) 
 )
 def test_no_valid_token_at_all(batches) -> None:
     with pytest.raises(ValueError, match=r"batches must hold at least one valid token"):
+        estimate_zfree_reference_scale(batches)
+
+
+@pytest.mark.parametrize(
+    ("batches", "got"), [(None, "NoneType None"), (5, "int 5"), (torch.tensor(2.0), "Tensor")]
+)
+def test_batches_that_are_not_iterable(batches, got: str) -> None:
+    with pytest.raises(
+        ValueError,
+        match=rf"^batches must be an iterable of \(zfree_token_nll, mask\) pairs, .*got {got}",
+    ):
         estimate_zfree_reference_scale(batches)
 
 

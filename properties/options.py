@@ -4,6 +4,9 @@
 one parser for each value (a bad value is a usage error before anything runs), one way to
 build the domain from them, and one way to write them back into a command that repeats a
 run exactly (``rerun_command``).
+
+It imports nothing heavy (no torch, hypothesis or sympy at import): the pytest plugin reads
+its table in every pytest run of an environment where recon-spec is installed.
 """
 
 from __future__ import annotations
@@ -13,7 +16,17 @@ import math
 import shlex
 from typing import Any
 
-from properties.profiles import PROFILES
+#: the suite's hypothesis profiles, short name -> the name ``properties.profiles`` registers
+#: them under; here, not there, because that module imports hypothesis to register them
+PROFILES: dict[str, str] = {
+    "dev": "recon-spec-dev",
+    "ci": "recon-spec-ci",
+    "thorough": "recon-spec-thorough",
+}
+#: where ``properties.target`` and ``properties.api.module`` find the default target and
+#: API module; here so that the pytest plugin can tell whether a run names one cheaply
+ENVIRONMENT_VARIABLE = "RECON_IMPL"
+API_ENVIRONMENT_VARIABLE = "RECON_API"
 
 DTYPE_CHOICES = ("float64", "float32", "bfloat16", "float16")
 #: the default of --call-timeout, in seconds: far beyond any call on a batch of at most
@@ -94,6 +107,10 @@ def dtype_list(text: str) -> str:
 
 def device_name(text: str) -> str:
     """A device torch knows and this machine has (the inputs are made there)."""
+    if text == "cpu":
+        # argparse converts the string default too, and every torch has a cpu: no torch
+        # import for a pytest run that gives no --recon-device
+        return text
     import torch  # here, not at import: the pytest plugin loads this module in every run
 
     try:

@@ -24,12 +24,7 @@ import os
 
 from hypothesis import HealthCheck, Verbosity, settings
 
-#: short name -> the name the profile is registered under
-PROFILES: dict[str, str] = {
-    "dev": "recon-spec-dev",
-    "ci": "recon-spec-ci",
-    "thorough": "recon-spec-thorough",
-}
+from properties.options import PROFILES  # short name -> the name registered below
 
 settings.register_profile(PROFILES["dev"], max_examples=20, deadline=None)
 settings.register_profile(PROFILES["ci"], max_examples=60, deadline=None, derandomize=True)

@@ -19,20 +19,24 @@ Profiles: ``--recon-profile`` names one of the suite's; else ``--hypothesis-prof
 (any registered hypothesis profile, ``recon-spec-ci`` for instance) is used as hypothesis
 users expect; else ``ci`` when CI=true, ``dev`` otherwise. ``--recon-seed``, else
 ``--hypothesis-seed``, fixes the draws. The plugin is registered through the ``pytest11``
-entry point, so its options exist wherever recon-spec is installed.
+entry point, so its options exist wherever recon-spec is installed; it imports torch,
+hypothesis and sympy only for a run that uses it (a recon option, RECON_IMPL or RECON_API,
+or the ``properties`` tests collected), never for an unrelated pytest run.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 
 import pytest
 
-from properties.options import RUN_OPTIONS
+from properties.options import API_ENVIRONMENT_VARIABLE, ENVIRONMENT_VARIABLE, PROFILES, RUN_OPTIONS
 
 UNCHECKED = ("recon-spec", "unchecked")
-_unchecked_reports: list[str] = []
+#: the name of the session's ``_Verdict`` among its config's plugins
+_VERDICT = "recon-spec-verdict"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -49,8 +53,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="also run the opt-in validation invariants",
     )
-    from spec.api import PUBLIC_NAMES, TOKEN_NLL_FROM_LOGITS
-
     group.addoption(
         "--recon-api",
         metavar="MODULE[:NAME]",
@@ -62,15 +64,57 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--recon-skip",
         action="append",
         default=[],
-        choices=(*PUBLIC_NAMES, TOKEN_NLL_FROM_LOGITS),
+        type=_api_name,
         metavar="NAME",
         help="skip the API invariants that need NAME, one of the five (repeatable)",
     )
     group.addoption(
         "--recon-logits",
         action="store_true",
-        help=f"also run the opt-in API invariants of {TOKEN_NLL_FROM_LOGITS}",
+        help="also run the opt-in API invariants of recon_impl's logits helper, as "
+        "recon-spec check-api --with-logits does",
     )
+
+
+def _api_name(text: str) -> str:
+    """A name ``--recon-skip`` may give: a type, not ``choices``, so that ``spec.api`` (and
+    sympy with it) is imported only when the option is given."""
+    from spec.api import PUBLIC_NAMES, TOKEN_NLL_FROM_LOGITS
+
+    names = (*PUBLIC_NAMES, TOKEN_NLL_FROM_LOGITS)
+    if text not in names:
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {text!r} (choose from {', '.join(map(repr, names))})"
+        )
+    return text
+
+
+class _Verdict:
+    """The tests of one session that could not check their target (the run then exits 2).
+
+    One per config, registered as a plugin of its own: module-level state would carry one
+    session's verdict into the next session of the same process (``pytest.main``, pytester).
+    """
+
+    def __init__(self) -> None:
+        self.unchecked: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if UNCHECKED in report.user_properties and report.nodeid not in self.unchecked:
+            self.unchecked.append(report.nodeid)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.unchecked and not hasattr(session.config, "workerinput"):
+            session.exitstatus = 2  # the target could not be checked, as recon-spec check says
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_Verdict(), _VERDICT)
+    # hypothesis's own pytest_configure (after this one) loads --hypothesis-profile, so the
+    # suite's profiles must be registered by then; other runs are spared hypothesis's import
+    if config.getoption("hypothesis_profile", None) in PROFILES.values():
+        import properties.profiles  # noqa: F401
 
 
 STACK_TESTS = "properties.test_conformance"
@@ -82,14 +126,10 @@ def _collects_conformance(config: pytest.Config) -> bool:
 
 
 def _checks_api(config: pytest.Config) -> bool:
-    from properties.api.module import API_ENVIRONMENT_VARIABLE
-
     return config.getoption("--recon-api") is not None or API_ENVIRONMENT_VARIABLE in os.environ
 
 
 def _checks_stack(config: pytest.Config) -> bool:
-    from properties.target import ENVIRONMENT_VARIABLE
-
     explicit = config.getoption("--recon-impl") is not None or ENVIRONMENT_VARIABLE in os.environ
     return explicit or not _checks_api(config)
 
@@ -134,16 +174,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if UNCHECKED in report.user_properties and report.nodeid not in _unchecked_reports:
-        _unchecked_reports.append(report.nodeid)
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if _unchecked_reports and not hasattr(session.config, "workerinput"):
-        session.exitstatus = 2  # the target could not be checked, as recon-spec check says
 
 
 class _RunContext:

@@ -38,6 +38,7 @@ from properties.gradient_calls import (
     second_order_lines,
     second_order_weights,
 )
+from properties.options import ENVIRONMENT_VARIABLE
 from spec.definitions import LOSS_NAMES
 from spec.parameters import PARAMETERS
 from spec.terms import TOTAL
@@ -52,7 +53,6 @@ ARGUMENTS: tuple[str, ...] = ("token_nll", "zfree_token_nll", "mask", *(p.name f
 DEFAULT_TARGET = "recon_impl:reconstruction_losses"
 #: the adapter that stands for recon_impl's stack: it converts the suite's config record
 DEFAULT_TARGET_ADAPTER = "properties.default_target:reconstruction_losses"
-ENVIRONMENT_VARIABLE = "RECON_IMPL"
 
 Implementation = Callable[..., Mapping[str, torch.Tensor]]
 

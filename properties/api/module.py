@@ -21,11 +21,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from properties.escapes import describe
+from properties.options import API_ENVIRONMENT_VARIABLE
 from properties.target import TargetLoadError, import_module_named, is_file_target, split_target
 from spec.api import PUBLIC_NAMES
 
 DEFAULT_API = "recon_impl"
-API_ENVIRONMENT_VARIABLE = "RECON_API"
 #: how an API is named, for messages
 API_FORMS = "MODULE, path/to/file.py, or either with :NAME"
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")

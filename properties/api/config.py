@@ -28,6 +28,7 @@ from properties.api.strategies import (
 )
 from properties.config import ReconstructionLossConfig
 from properties.invariant import InvariantViolation, NamedInput
+from properties.messages import naming
 from spec.api import (
     CONFIG_CLASSES,
     DISENTANGLEMENT_CONFIG,
@@ -242,9 +243,13 @@ def check_rejects_invalid(probe: ApiProbe, drawn: InvalidValue) -> None:
     try:
         built = probe.build(drawn.build(), drawn=drawn)
     except ValueError as error:
-        if drawn.field not in str(error):
+        # the field as a whole word, and no other field of the class (API.md, "What an
+        # error names")
+        others = [(f.name,) for f in CONFIG_CLASSES[drawn.class_name] if f.name != drawn.field]
+        problem = naming(str(error), (drawn.field,), others).problem
+        if problem is not None:
             raise _violation(
-                f"{drawn!r}: the ValueError must name {drawn.field}, but says: {short(str(error))}",
+                f"{drawn!r}: the ValueError {problem}; it says: {short(str(error))}",
                 drawn,
                 "ValueError",
             ) from error

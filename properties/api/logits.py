@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from hypothesis import strategies as st
@@ -22,6 +22,7 @@ from properties.api.invariant import ApiInvariant
 from properties.api.probe import ApiProbe, short
 from properties.cases import DTYPE_NAMES
 from properties.invariant import InvariantViolation, NamedInput
+from properties.messages import naming
 from properties.reproduction import inputs_after_lines
 from properties.strategies import DEFAULT_DOMAIN, Domain, shapes
 from properties.tolerances import computation_dtype, cross_entropy_tolerance
@@ -310,65 +311,89 @@ def _out_of_range(case: LogitsCase) -> int:
     return case.vocab + 1 if case.ignore_index == case.vocab else case.vocab
 
 
-#: kind -> (the argument the ValueError names, the change, the same in Python)
-CORRUPTIONS: dict[str, tuple[str, Callable[[LogitsCase], tuple[Change, str]]]] = {
-    "a label outside [0, V) that is not ignore_index": (
+class Corruption(NamedTuple):
+    """A way to break a valid logits call, and what the ``ValueError`` names."""
+
+    #: the argument the message must name
+    argument: str
+    #: the change of the call, and the same in Python
+    build: Callable[[LogitsCase], tuple[Change, str]]
+    #: the other arguments the broken rule relates to it, which the message may name too
+    #: (API.md, "What an error names"): labels are indices into the logits, so each rule of
+    #: theirs may name the logits (and the range, ignore_index); the logits' shape is the
+    #: labels' [B, T]
+    related: tuple[str, ...] = ()
+
+
+#: the arguments of a call of token_nll_from_logits
+ARGUMENTS = ("logits", "labels", "ignore_index", "shift")
+
+#: kind -> the corruption
+CORRUPTIONS: dict[str, Corruption] = {
+    "a label outside [0, V) that is not ignore_index": Corruption(
         "labels",
         lambda case: (
             lambda z, y, kw: (z, _set_targets(y, _out_of_range(case), case.shift), kw),
             f"labels_{{k}} = labels_{{k}}.long(); "
             f"labels_{{k}}[0, {1 if case.shift else 0}] = {_out_of_range(case)}",
         ),
+        ("logits", "ignore_index"),
     ),
-    "labels of a floating dtype": (
+    "labels of a floating dtype": Corruption(
         "labels",
         lambda case: (lambda z, y, kw: (z, y.double(), kw), "labels_{k} = labels_{k}.double()"),
+        ("logits",),
     ),
-    "labels of dtype bool": (
+    "labels of dtype bool": Corruption(
         "labels",
         lambda case: (lambda z, y, kw: (z, y != 0, kw), "labels_{k} = labels_{k} != 0"),
+        ("logits",),
     ),
-    "labels of another shape": (
+    "labels of another shape": Corruption(
         "labels",
         lambda case: (
             lambda z, y, kw: (z, torch.cat([y, y], dim=1), kw),
             "labels_{k} = torch.cat([labels_{k}] * 2, dim=1)",
         ),
+        ("logits",),
     ),
-    "labels that are not a tensor": (
+    "labels that are not a tensor": Corruption(
         "labels",
         lambda case: (lambda z, y, kw: (z, y.tolist(), kw), "labels_{k} = labels_{k}.tolist()"),
+        ("logits",),
     ),
-    "labels on another device than the logits": (
+    "labels on another device than the logits": Corruption(
         "labels",
         lambda case: (
             lambda z, y, kw: (z, y.to("meta"), kw),
             "labels_{k} = labels_{k}.to('meta')",
         ),
+        ("logits",),
     ),
-    "logits that are not a tensor": (
+    "logits that are not a tensor": Corruption(
         "logits",
         lambda case: (
             lambda z, y, kw: (z.detach().tolist(), y, kw),
             "logits_{k} = logits_{k}.detach().tolist()",
         ),
     ),
-    "logits that are not 3-D": (
+    "logits that are not 3-D": Corruption(
         "logits",
         lambda case: (lambda z, y, kw: (z[..., 0], y, kw), "logits_{k} = logits_{k}[..., 0]"),
+        ("labels",),
     ),
-    "logits of an integer dtype": (
+    "logits of an integer dtype": Corruption(
         "logits",
         lambda case: (
             lambda z, y, kw: (z.round().long(), y, kw),
             "logits_{k} = logits_{k}.round().long()",
         ),
     ),
-    "ignore_index a bool": (
+    "ignore_index a bool": Corruption(
         "ignore_index",
         lambda case: (lambda z, y, kw: (z, y, {**kw, "ignore_index": True}), ""),
     ),
-    "shift not a bool": (
+    "shift not a bool": Corruption(
         "shift",
         lambda case: (lambda z, y, kw: (z, y, {**kw, "shift": int(case.shift)}), ""),
     ),
@@ -399,14 +424,17 @@ def bad_logits(draw: st.DrawFn, domain: Domain = DEFAULT_DOMAIN) -> BadLogits:
 
 
 def check_rejects_invalid(probe: ApiProbe, drawn: BadLogits) -> None:
-    argument, build = CORRUPTIONS[drawn.kind]
-    change, code = build(drawn.case)
+    corruption = CORRUPTIONS[drawn.kind]
+    argument = corruption.argument
+    change, code = corruption.build(drawn.case)
     try:
         probe.logits_call(drawn.case, change=change, code=code)
     except ValueError as error:
-        if argument in str(error):
+        others = [(a,) for a in ARGUMENTS if a not in (argument, *corruption.related)]
+        problem = naming(str(error), (argument,), others).problem
+        if problem is None:
             return
-        message = f"the ValueError must name {argument}, but says: {short(str(error))}"
+        message = f"the ValueError {problem}; it says: {short(str(error))}"
     except Exception as error:
         message = f"expected ValueError naming {argument}, got {type(error).__name__}: {error}"
     else:

@@ -29,6 +29,7 @@ from properties.invariant import InvariantViolation, NamedInput
 from properties.invariants.common import assume_gradient_representable, representable
 from properties.invariants.edge_cases import EDGE_CASES
 from properties.invariants.gradients import alternating_coefficients, implicated
+from properties.messages import names_word, naming
 from properties.oracle import expected, expected_mix_gradient
 from properties.reproduction import inputs_after_lines
 from properties.tolerances import (
@@ -176,7 +177,7 @@ def check_weighted_sum(probe: ApiProbe, drawn: TotalLossCase) -> None:
     except ValueError as error:
         weights = drawn.effective()
         left_out = [n for n in AUXILIARY_NAMES if n not in dict(drawn.auxiliary)]
-        named = [n for n in left_out if n in str(error)] or left_out
+        named = [n for n in left_out if names_word(str(error), n)] or left_out
         raise _violation(
             f"{COMPUTE_TOTAL_LOSS} raised ValueError: {short(str(error))}; but every term left "
             "out has effective weight 0 ("
@@ -228,10 +229,14 @@ def check_requires_weighted_terms(probe: ApiProbe, drawn: MissingTerm) -> None:
     try:
         outputs = _outputs(probe, drawn.total, omit=(drawn.missing,))
     except ValueError as error:
-        if drawn.missing not in str(error):
+        # the term as a whole word (kl is not named by router_marginal_kl_to_prior), and no
+        # other auxiliary term (API.md, "What an error names")
+        others = [(name,) for name in AUXILIARY_NAMES if name != drawn.missing]
+        problem = naming(str(error), (drawn.missing,), others).problem
+        if problem is not None:
             raise _violation(
                 f"leaving out {drawn.missing} (effective weight {weight:g}) raised a ValueError "
-                f"that does not name it: {short(str(error))}",
+                f"that {problem}; it says: {short(str(error))}",
                 drawn.case,
                 drawn.missing,
             ) from error

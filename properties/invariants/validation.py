@@ -1,7 +1,8 @@
 """Input validation (MATH.md, "Errors"): opt-in, since a hot-path implementation may skip it.
 
-Each bad input must raise ``ValueError`` whose message names the offending argument (and,
-for the tensors' rules, the rule).
+Each bad input must raise ``ValueError`` whose message names the offending argument as a
+whole word, and no other argument the broken rule does not relate to it (docs/API.md, "What
+an error names": ``properties/messages.py``), and, for the tensors' rules, says the rule.
 """
 
 from __future__ import annotations
@@ -16,9 +17,14 @@ from hypothesis import strategies as st
 
 from properties.cases import LossCase
 from properties.invariant import Invariant, InvariantViolation, NamedInput
+from properties.messages import naming
 from properties.strategies import REPAIR_CONDITIONS, Domain, loss_cases
 from properties.target import Probe
-from spec.parameters import PARAMETERS, Parameter
+from spec.parameters import BY_NAME, PARAMETERS, Parameter
+
+#: the tensors of a call; each rule says which of them (beside the one it is about) an error
+#: may name
+TENSORS = ("token_nll", "zfree_token_nll", "mask")
 
 
 def _set_first_valid(rows, mask, value):
@@ -49,14 +55,34 @@ def _repair_undone(parameter: Parameter) -> Callable[[LossCase, float], LossCase
     return lambda case, _: make(case).with_config(**{parameter.field: repair.value})
 
 
-#: error kind -> (how to make it from a valid case, the argument the message must name)
-CORRUPTIONS: dict[str, tuple[Callable[[LossCase, float], LossCase], str]] = {
-    "non-finite token_nll at a valid position": (_bad_token_nll, "token_nll"),
-    "non-finite zfree_token_nll at a valid position": (_bad_zfree, "zfree_token_nll"),
-    "negative zfree_token_nll at a valid position": (_bad_zfree, "zfree_token_nll"),
-    "no valid token in the batch": (_no_valid_token, "mask"),
+class Corruption(NamedTuple):
+    """A way to break the values of a valid case, and what the ``ValueError`` names."""
+
+    make: Callable[[LossCase, float], LossCase]
+    #: the argument the message must name
+    argument: str
+    #: the arguments the broken rule relates to it, which the message may name too: the
+    #: mask says where a value rule applies; a parameter's error needs some inputs
+    related: tuple[str, ...] = ()
+
+
+#: error kind -> how to make it from a valid case, and what its message names
+CORRUPTIONS: dict[str, Corruption] = {
+    "non-finite token_nll at a valid position": Corruption(_bad_token_nll, "token_nll", ("mask",)),
+    "non-finite zfree_token_nll at a valid position": Corruption(
+        _bad_zfree, "zfree_token_nll", ("mask",)
+    ),
+    "negative zfree_token_nll at a valid position": Corruption(
+        _bad_zfree, "zfree_token_nll", ("mask",)
+    ),
+    # a valid token is the mask's, of every tensor
+    "no valid token in the batch": Corruption(_no_valid_token, "mask", TENSORS),
     # a parameter's value that is an error only with some inputs (the parameter registry)
-    **{p.repair.error: (_repair_undone(p), p.name) for p in PARAMETERS if p.repair is not None},
+    **{
+        p.repair.error: Corruption(_repair_undone(p), p.name, TENSORS)
+        for p in PARAMETERS
+        if p.repair is not None
+    },
 }
 
 
@@ -76,8 +102,20 @@ def bad_value_cases(draw: st.DrawFn, domain: Domain) -> BadInput:
         value = -draw(st.sampled_from([1.0, 0.5, 1e-3]))
     else:
         value = draw(st.sampled_from([math.nan, math.inf, -math.inf]))
-    make, _ = CORRUPTIONS[kind]
-    return BadInput(kind, make(case, value))
+    return BadInput(kind, CORRUPTIONS[kind].make(case, value))
+
+
+def _spec_names(argument: str) -> tuple[str, ...]:
+    """The spec's names of ``argument``: a tensor's, or a parameter's and its config field."""
+    parameter = BY_NAME.get(argument)
+    return (argument,) if parameter is None else (parameter.field, argument)
+
+
+def _names(probe: Probe, argument: str) -> tuple[str, ...]:
+    """The names an error about ``argument`` may use: the spec's, and the one the target
+    declares for it (``Probe.argument_names``)."""
+    own = probe.argument_names(argument)[1:]
+    return tuple(dict.fromkeys((*_spec_names(argument), *own)))
 
 
 def _expect_value_error(
@@ -86,27 +124,33 @@ def _expect_value_error(
     case: LossCase,
     kind: str,
     argument: str,
+    related: tuple[str, ...] = (),
     rule: tuple[str, ...] = (),
 ) -> None:
-    """``call()`` raises a ValueError that names ``argument`` (the spec's name, or the one
-    the target declares for it: ``Probe.argument_names``) and, where ``rule`` is given, says
-    one of its words (case aside): a message about another rule does not count."""
+    """``call()`` raises a ValueError that names ``argument`` as a whole word (the spec's
+    name, or the one the target declares for it) and no other argument of the call but
+    ``related`` (``properties.messages``) and, where ``rule`` is given, says one of its
+    words (case aside): a message about another rule does not count."""
 
     def violation(message: str) -> InvariantViolation:
         return InvariantViolation(message, case=case, failing=("ValueError",))
 
-    names = probe.argument_names(argument)
+    every = (*TENSORS, *(p.name for p in PARAMETERS))
+    others = [_names(probe, other) for other in every if other not in (argument, *related)]
     try:
         call()
     except ValueError as error:
-        if not any(name in str(error) for name in names):
-            named = " or ".join(names)
-            message = (
-                f"{kind}: the ValueError must name {named}, but says: {error} (errors that "
-                f"use the target's own names: declare them, f.argument_names = "
-                f"{{{argument!r}: ...}}, docs/GUIDE.md)"
+        named = naming(str(error), _names(probe, argument), others)
+        if named.problem is not None:
+            declare = (
+                ""
+                if named.named
+                else f" (errors that use the target's own names: declare them, "
+                f"f.argument_names = {{{argument!r}: ...}}, docs/GUIDE.md)"
             )
-            raise violation(message) from error
+            raise violation(
+                f"{kind}: the ValueError {named.problem}; it says: {error}{declare}"
+            ) from error
         if rule and not any(word in str(error).lower() for word in rule):
             words = " or ".join(repr(word) for word in rule)
             raise violation(
@@ -121,8 +165,15 @@ def _expect_value_error(
 
 
 def check_bad_values(probe: Probe, drawn: BadInput) -> None:
-    _, argument = CORRUPTIONS[drawn.kind]
-    _expect_value_error(probe, lambda: probe.call(drawn.case), drawn.case, drawn.kind, argument)
+    corruption = CORRUPTIONS[drawn.kind]
+    _expect_value_error(
+        probe,
+        lambda: probe.call(drawn.case),
+        drawn.case,
+        drawn.kind,
+        corruption.argument,
+        corruption.related,
+    )
 
 
 class TensorError(NamedTuple):
@@ -132,6 +183,9 @@ class TensorError(NamedTuple):
     code: str  # the same in Python, for the report
     #: the rule, in words of which the message must hold one (MATH.md: it names the rule)
     rule: tuple[str, ...]
+    #: the other tensors the rule relates (a shape, a device they share), which the message
+    #: may name too; a rule of one tensor's dtype names that tensor alone
+    related: tuple[str, ...] = TENSORS
 
 
 def _with_a_two(mask: torch.Tensor) -> torch.Tensor:
@@ -178,11 +232,13 @@ SHAPE_ERRORS: dict[str, TensorError] = {
         lambda l, b, m: (l.round().long(), b, m),
         "token_nll_{k} = token_nll_{k}.round().long()",
         _FLOATING,
+        (),
     ),
     "zfree_token_nll is an integer tensor": TensorError(
         lambda l, b, m: (l, b.round().long(), m),
         "zfree_token_nll_{k} = zfree_token_nll_{k}.round().long()",
         _FLOATING,
+        (),
     ),
     # MATH.md, "Errors": tensors on different devices. The meta device exists on every
     # machine, so the rule is checked without a second accelerator.
@@ -207,12 +263,14 @@ SHAPE_ERRORS: dict[str, TensorError] = {
         lambda l, b, m: (l, b, m.double()),
         "mask_{k} = mask_{k}.double()",
         ("bool", "integer", "dtype", "float"),
+        (),
     ),
     # one 2 among 0s and 1s: a check that looks at every position, not all of them at once
     "mask holds 2, an integer other than 0 and 1": TensorError(
         lambda l, b, m: (l, b, _with_a_two(m)),
         "mask_{k} = mask_{k}.long(); mask_{k}[0, 0] = 2",
         ("0 and 1", "0/1", "0 or 1", "bool", "binary"),
+        (),
     ),
     # Empty shapes select no valid token (MATH.md, "Errors"): the code paths for a [0, T]
     # or [B, 0] batch are taken by no valid input, and must still raise.
@@ -255,6 +313,7 @@ def check_bad_tensors(probe: Probe, drawn: BadInput) -> None:
         drawn.case,
         drawn.kind,
         argument,
+        error.related,
         error.rule,
     )
 

@@ -51,6 +51,7 @@ API_NAMED_AS: dict[str, tuple[str, ...]] = {
     "float-conversion-validation": ("numpy.True_",),
     "numbers-stored-as-given": ("stores every number as the Python float",),
     "error-without-field-name": ("must name",),
+    "error-names-longer-field": ("but names",),
     "metadata-without-alpha": ("lacks token_weight_alpha",),
     "misspelt-flag": ("the parser lacks",),
     "flag-default-differs": ("not its default",),
@@ -76,6 +77,7 @@ API_NAMED_AS: dict[str, tuple[str, ...]] = {
     "logits-half-losses": ("token_nll is bfloat16",),
     "logits-labels-clamped": ("a label outside",),
     "missing-term-as-zero": ("never a silent 0",),
+    "missing-kl-misnamed": ("must name kl, but names",),
 }
 
 

@@ -12,7 +12,7 @@ from properties.invariants import by_id, select
 from properties.profiles import profile_settings
 from properties.runner import run_invariant
 from properties.strategies import Domain
-from properties.zoo import correct, wrong
+from properties.zoo import correct, validation, wrong
 from spec.terms import LOSS_NAMES
 
 #: enough examples to find a wrong implementation; no shrinking, which only matters to
@@ -88,6 +88,24 @@ def test_a_bad_tensor_error_must_say_its_rule_not_only_the_argument() -> None:
 
     result = run_invariant(by_id("rejects-bad-tensors"), wrong_rule, target="t", settings=REJECT)
     assert result.status == "failed" and "must say the rule" in result.failure.message
+
+
+@pytest.mark.parametrize("slip", sorted(validation.SLIPS))
+def test_each_slip_of_a_message_is_rejected_by_the_invariant_that_names_it(slip: str) -> None:
+    invariant_id, description = validation.SLIPS[slip]
+    implementation = getattr(validation, slip.replace("-", "_"))
+    result = run_invariant(by_id(invariant_id), implementation, target=slip, settings=REJECT)
+    assert result.status == "failed", f"{invariant_id} does not reject {slip}: {description}"
+    # the report says which argument the message names that it should not
+    assert "but names" in result.failure.message, result.failure.message
+
+
+def test_a_stack_whose_messages_each_name_their_argument_passes_the_validation_group() -> None:
+    for invariant in select(["validation"], include_opt_in=True):
+        result = run_invariant(
+            invariant, validation.checked_losses, target="checked", settings=ACCEPT
+        )
+        assert result.status == "passed", result.failure.message if result.failure else ""
 
 
 def test_validation_invariants_reject_an_implementation_without_validation() -> None:

@@ -68,6 +68,11 @@ MISTAKES: dict[str, tuple[str, str]] = {
         "config-rejects-invalid",
         "every invalid value is rejected with ValueError('invalid config'), naming no field",
     ),
+    "error-names-longer-field": (
+        "config-rejects-invalid",
+        "token_weighted_weight's check was copied from the line of "
+        "normalized_concentration_corrected_token_weighted_weight and still names it",
+    ),
     "metadata-without-alpha": (
         "config-run-metadata",
         "to_dict() logs the weights only: token_weight_alpha is lost from the run metadata",
@@ -159,6 +164,11 @@ MISTAKES: dict[str, tuple[str, str]] = {
         "total-loss-missing-term",
         "a weighted term that is not given counts as 0",
     ),
+    "missing-kl-misnamed": (
+        "total-loss-missing-term",
+        "kl's check was copied from router_marginal_kl_to_prior's: leaving out kl is reported "
+        "as a missing router_marginal_kl_to_prior",
+    ),
 }
 
 # --- configs -------------------------------------------------------------------------------
@@ -244,8 +254,12 @@ def validate(
     for name, (_, rule) in table.items():
         if rule is None:
             continue
+        # the name an error says: another field's, where its line was copied
+        said = name
+        if mistake == "error-names-longer-field" and name == "token_weighted_weight":
+            said = "normalized_concentration_corrected_token_weighted_weight"
         try:
-            value = _checked(owner, name, getattr(config, name), rule, nested, mistake)
+            value = _checked(owner, said, getattr(config, name), rule, nested, mistake)
         except ValueError:
             if mistake == "error-without-field-name":
                 raise ValueError("invalid config") from None  # naming no field to fix
@@ -443,7 +457,12 @@ def total_loss(
     )
     for name, weight in required.items():
         if weight != 0 and name not in given and mistake != "missing-term-as-zero":
-            raise ValueError(f"{name} must be given: its weight is {weight}")
+            said = (
+                "router_marginal_kl_to_prior"
+                if mistake == "missing-kl-misnamed" and name == "kl"
+                else name
+            )
+            raise ValueError(f"{said} must be given: its weight is {weight}")
     if mistake == "inputs-modified":  # "cleaning" NaN padding, in the caller's tensor
         zfree_token_nll.data.masked_fill_(~mask.bool(), 0.0)
     reconstruction = config.reconstruction

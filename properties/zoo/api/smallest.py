@@ -114,6 +114,11 @@ SMALLEST: dict[str, Smallest] = {
         MissingTerm(replace(call(ONE_CELL, "kl"), auxiliary=()), "kl"),
         ANY_INPUT,
     ),
+    "missing-kl-misnamed": Smallest(
+        "total-loss-missing-term",
+        MissingTerm(replace(call(ONE_CELL, "kl"), auxiliary=()), "kl"),
+        ANY_INPUT,
+    ),
     "logits-wrapped-labels": Smallest(
         "logits-token-nll",
         _logits([[156]], vocab=200, label_dtype=torch.uint8),

@@ -30,8 +30,9 @@ def _check(nll, ref_nll, is_pad, temperature, eps, base_scale) -> None:
         raise ValueError("base_scale must be finite and > 0")
     if nll.dim() != 2 or ref_nll.shape != nll.shape or is_pad.shape != nll.shape:
         raise ValueError("nll, ref_nll and is_pad must be [B, T] tensors of one shape")
-    if not nll.is_floating_point() or not ref_nll.is_floating_point():
-        raise ValueError("nll and ref_nll must be floating tensors")
+    for name, x in (("nll", nll), ("ref_nll", ref_nll)):
+        if not x.is_floating_point():  # a rule of one tensor names that tensor alone
+            raise ValueError(f"{name} must be a floating tensor, got {x.dtype}")
     if ref_nll.device != nll.device or is_pad.device != nll.device:
         raise ValueError("ref_nll and is_pad must be on the device of nll")
     if not valid_kind(is_pad):

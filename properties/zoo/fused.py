@@ -14,7 +14,8 @@ from the upstream gradients :math:`g` (MATH.md, "Gradients"), as Liger-Kernel's
 cross-entropy writes its gradient beside its forward. With no slip it is correct, second
 order included (the backward is differentiable in the upstream gradients). Each name in
 ``SLIPS`` switches on one mistake such a backward is written with; only the gradient is
-wrong, never a value, and differentiating J alone is right for every slip but the last.
+wrong, never a value, and differentiating J alone is right for every slip but the last
+two.
 """
 
 from __future__ import annotations
@@ -69,7 +70,25 @@ SLIPS: dict[str, tuple[str, str]] = {
         "the backward runs under torch.no_grad(): right first-order gradients, but under "
         "create_graph=True a gradient detached from its upstream",
     ),
+    "create-graph-path-scaled": (
+        "second-order",
+        "under create_graph=True the backward takes a path of its own that declines the second "
+        "derivative (NotImplementedError), and its first-order gradient is 1.5 times the right one",
+    ),
 }
+
+
+class _DeclinesSecondOrder(torch.autograd.Function):
+    """``gradient`` as it is, a function of the upstream gradients that refuses to be
+    differentiated: the create_graph path of the ``create-graph-path-scaled`` slip."""
+
+    @staticmethod
+    def forward(ctx: Any, gradient: Tensor, *upstream: Tensor):  # type: ignore[override]
+        return gradient.clone()
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Tensor):  # type: ignore[override]
+        raise NotImplementedError("the fused stack's backward does not support second order")
 
 
 def _token_weights(
@@ -133,13 +152,17 @@ class _FusedStack(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *upstream: Tensor | None):  # type: ignore[override]
-        no_grad = torch.no_grad() if ctx.slip == "no-grad-backward" else contextlib.nullcontext()
-        with no_grad:
+        declines = ctx.slip == "create-graph-path-scaled" and torch.is_grad_enabled()
+        no_grad = torch.no_grad() if ctx.slip == "no-grad-backward" or declines else None
+        with no_grad or contextlib.nullcontext():
             # autograd hands the upstream gradients and the saved tensors back in the order
             # forward returned and saved them: the outputs', the terms'
             given = dict(zip(LOSS_NAMES, upstream, strict=True))
             weights = dict(zip(TERM_NAMES, ctx.saved_tensors, strict=True))
             grad = _gradient(given, weights, ctx.config, ctx.slip)
+        if declines:
+            present = (g for g in upstream if g is not None)
+            grad = _DeclinesSecondOrder.apply(1.5 * grad, *present)
         return grad, None, None, None, None
 
 
@@ -169,6 +192,9 @@ SMALLEST: dict[str, Smallest] = {
     ),
     "diagnostics-differentiable": Smallest("output-gradients", ONE_CELL, ANY_INPUT),
     "no-grad-backward": Smallest(
+        "second-order", SecondOrderUse(ONE_CELL, TOTAL_NAME, 1.0), ANY_INPUT
+    ),
+    "create-graph-path-scaled": Smallest(
         "second-order", SecondOrderUse(ONE_CELL, TOTAL_NAME, 1.0), ANY_INPUT
     ),
 }

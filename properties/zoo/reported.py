@@ -38,6 +38,7 @@ NAMED_AS: dict[str, tuple[str, ...]] = {
     "fused_first_upstream_only": ("one backward of",),
     "fused_diagnostics_differentiable": ("carries a gradient",),
     "fused_no_grad_backward": ("create_graph",),
+    "fused_create_graph_path_scaled": ("differentiated with create_graph=True",),
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from properties.cases import DTYPE_NAMES, LossCase, format_config, format_rows
 from properties.target import Call, adapted_target, is_file_target, split_target
 
@@ -11,16 +13,32 @@ def import_lines(target: str) -> list[str]:
     the suite's config record)."""
     module, _, attribute = split_target(adapted_target(target))
     if is_file_target(module):
-        return [
-            "import importlib.util",
-            f"_spec = importlib.util.spec_from_file_location('target', {module!r})",
-            "_module = importlib.util.module_from_spec(_spec)",
-            "_spec.loader.exec_module(_module)",
-            f"impl = _module.{attribute}",
-        ]
+        return file_import_lines(module, "impl", attribute)
     if "." in attribute:
         return [f"import {module}", f"impl = {module}.{attribute}"]
     return [f"from {module} import {attribute} as impl"]
+
+
+def file_import_lines(path: str, name: str, attribute: str | None) -> list[str]:
+    """Lines that bind the module of the target file ``path`` (as the check named it), or
+    its ``attribute``, to ``name``, imported as the check imported it wherever the script is
+    saved and run from: by its absolute path, with the check's folder, then the file's, on
+    ``sys.path`` (so that the file imports its neighbours).
+
+    The script calls the suite's ``import_module_named`` (it imports ``properties`` anyway),
+    so that the module gets the private name and the ``sys.modules`` entry it had in the
+    check. The folders are written out: that function appends the folder the script runs
+    from, which is not the check's.
+    """
+    file = Path(path).resolve()
+    folders = list(dict.fromkeys([str(Path.cwd()), str(file.parent)]))
+    bound = f"import_module_named({str(file)!r})" + (f".{attribute}" if attribute else "")
+    return [
+        "import sys",
+        "from properties.target import import_module_named",
+        f"sys.path += {folders!r}  # the check's folder and the file's, as in the check",
+        f"{name} = {bound}",
+    ]
 
 
 def _dtype(dtype) -> str:
@@ -81,7 +99,7 @@ def render_call(index: int, call: Call) -> list[str]:
             lines.append(
                 f"print('d {call.backward_of} / d zfree_token_nll:', zfree_token_nll_{k}.grad)"
             )
-    then = [line.format(k=k) for line in call.then]
+    then = [line.format(k=k, before=k - 1) for line in call.then]
     if call.error and call.error_line is not None:  # a line after the call raised
         then = then[: call.error_line + 1]
         then[-1] += f"  # raises {call.error.splitlines()[0][:200]}"
@@ -97,11 +115,14 @@ def render_call(index: int, call: Call) -> list[str]:
     return lines
 
 
-def inputs_after_lines(names: tuple[str, ...]) -> tuple[str, ...]:
-    """A line that prints the call's input tensors ``{name}_{k}`` as they are after it, for
-    an invariant that checks the call leaves them unchanged (``{k}``: the call's number)."""
-    held = ", ".join(f"{name}={name}_{{k}}.tolist()" for name in names)
-    return (f"print('the inputs after the call:', dict({held}))",)
+def inputs_after_lines(
+    names: tuple[str, ...], *, call: str = "{k}", label: str = "the inputs after the call:"
+) -> tuple[str, ...]:
+    """A line that prints the input tensors ``{name}_{k}`` of a call as they are after it,
+    for an invariant that checks the call leaves them unchanged (``{k}``: the call's number;
+    ``call="{before}"`` for the call before it, which ``label`` then says)."""
+    held = ", ".join(f"{name}={name}_{call}.tolist()" for name in names)
+    return (f"print({label!r}, dict({held}))",)
 
 
 #: what starts the script's closing comments (``expectation_lines``)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from properties.api.module import api_parts
 from properties.api.probe import ApiCall, short
-from properties.reproduction import expectation_lines
+from properties.reproduction import expectation_lines, file_import_lines
 from properties.target import is_file_target
 
 
@@ -14,14 +14,7 @@ def import_lines(target: str) -> list[str]:
     (called when it is callable, as ``recon-spec check-api`` does: a factory)."""
     module, attribute = api_parts(target)
     if is_file_target(module):
-        lines = [
-            "import importlib.util",
-            f"_spec = importlib.util.spec_from_file_location('api', {module!r})",
-            "api = importlib.util.module_from_spec(_spec)",
-            "_spec.loader.exec_module(api)",
-        ]
-        if attribute is not None:
-            lines.append(f"api = api.{attribute}")
+        lines = file_import_lines(module, "api", attribute)
     elif attribute is None:
         return [f"import {module} as api"]
     elif "." in attribute:

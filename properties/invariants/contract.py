@@ -7,11 +7,16 @@ from hypothesis import strategies as st
 
 from properties.cases import DTYPE_NAMES, LossCase, Rows, round_to
 from properties.invariant import Invariant, InvariantViolation
-from properties.invariants.common import ALL_NAMES, TOTAL, assume_gradient_representable
+from properties.invariants.common import (
+    ALL_NAMES,
+    TOTAL,
+    assume_gradient_representable,
+    valid_values,
+)
 from properties.invariants.edge_cases import named
 from properties.reproduction import inputs_after_lines
-from properties.strategies import Domain, loss_cases
-from properties.target import Probe
+from properties.strategies import Domain, loss_cases, make_valid
+from properties.target import Observed, Probe
 from properties.tolerances import computation_dtype
 
 #: calls per input in the determinism check
@@ -59,20 +64,82 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(a, b))
 
 
-def check_inputs_unmodified(probe: Probe, case: LossCase) -> None:
-    names = ("token_nll", "zfree_token_nll", "mask")
-    inputs = probe.call(
-        case, token_nll_requires_grad=True, backward_of=TOTAL, then=inputs_after_lines(names)
-    ).inputs
-    fresh = case.tensors()
-    for name, used, original in zip(names, inputs, fresh, strict=True):
-        if not _same(used.detach(), original):
-            raise InvariantViolation(
-                f"{name} was modified by the call (forward and backward): it held "
-                f"{original.tolist()} and now holds {used.detach().tolist()}",
-                case=case,
-                failing=(name,),
+INPUT_NAMES = ("token_nll", "zfree_token_nll", "mask")
+#: what the script prints before the first call's inputs as they are after the second call
+FIRST_AFTER = "the first call's inputs after the second call:"
+
+
+def other_values(case: LossCase) -> LossCase:
+    """``case`` with every valid value of token_nll and zfree_token_nll moved inside the
+    range the case already spans (v to v/2, 0 to the tensor's largest valid value): a later
+    call of its shape and dtype on other values, which a buffer kept from the first call
+    would be written with."""
+
+    def move(rows: Rows) -> Rows:
+        valid = [v for row, m in zip(rows, case.mask, strict=True) for v in valid_values(row, m)]
+        largest = max(valid, default=0.0)
+        return tuple(
+            tuple(
+                round_to(case.dtype, v / 2 if v > 0 else largest) if valid else v
+                for v, valid in zip(row, mask_row, strict=True)
             )
+            for row, mask_row in zip(rows, case.mask, strict=True)
+        )
+
+    return make_valid(case.with_rows(move(case.token_nll), move(case.zfree_token_nll), case.mask))
+
+
+def _modified(seen: Observed, case: LossCase) -> tuple[str, torch.Tensor, torch.Tensor] | None:
+    """The first input of a call that no longer holds ``case``'s values: its name, what it
+    held, what it holds now; None where all three are as they were."""
+    for name, used, original in zip(INPUT_NAMES, seen.inputs, case.tensors(), strict=True):
+        if not _same(used.detach(), original):
+            return name, original, used.detach()
+    return None
+
+
+def check_inputs_unmodified(probe: Probe, case: LossCase) -> None:
+    """Two calls, the second on other values of the same shape and dtype: each call leaves
+    its inputs as they were (forward and backward), and the second leaves the first's too,
+    as a target that keeps a buffer from a call without copying it would not (MATH.md,
+    "Contract of an implementation")."""
+    after = inputs_after_lines(INPUT_NAMES)
+    first = probe.call(case, token_nll_requires_grad=True, backward_of=TOTAL, then=after)
+    found = _modified(first, case)
+    if found is not None:
+        name, held, holds = found
+        raise InvariantViolation(
+            f"{name} was modified by the call (forward and backward): it held "
+            f"{held.tolist()} and now holds {holds.tolist()}",
+            case=case,
+            failing=(name,),
+        )
+    later = other_values(case)
+    second = probe.call(
+        later,
+        token_nll_requires_grad=True,
+        backward_of=TOTAL,
+        then=(*after, *inputs_after_lines(INPUT_NAMES, call="{before}", label=FIRST_AFTER)),
+    )
+    found = _modified(first, case)
+    if found is not None:
+        name, held, holds = found
+        raise InvariantViolation(
+            f"the first call's {name} was modified by a later call (the second, on other values "
+            f"of the same shape): it held {held.tolist()} and now holds {holds.tolist()}; a "
+            "buffer an implementation keeps from a call is a copy, never the caller's tensor",
+            case=case,
+            failing=(name,),
+        )
+    found = _modified(second, later)
+    if found is not None:
+        name, held, holds = found
+        raise InvariantViolation(
+            f"{name} was modified by the second call (forward and backward), on other values "
+            f"of the first one's shape: it held {held.tolist()} and now holds {holds.tolist()}",
+            case=later,
+            failing=(name,),
+        )
 
 
 def _order_sensitive(case: LossCase, max_loss: float) -> LossCase:
@@ -150,7 +217,7 @@ INVARIANTS = (
         id="inputs-unmodified",
         group="contract",
         statement="forward and backward leave token_nll, zfree_token_nll and mask unchanged, "
-        "padding included",
+        "padding included, also after a later call on other values of their shape",
         spec_refs=("MATH.md#contract-of-an-implementation",),
         strategy=lambda domain: loss_cases(domain),
         check=check_inputs_unmodified,

@@ -32,6 +32,7 @@ NAMED_AS: dict[str, tuple[str, ...]] = {
     "alpha_in_result": ("keys beyond the outputs",),
     "terms_detached": ("detached", "no grad_fn"),
     "zfree_cached_by_shape": ("keeps state between calls",),
+    "zfree_running_buffer": ("modified by a later call",),
     # the fused stack, one slip in its backward each
     "fused_total_weights_only": ("d reconstruction_loss/d l", "differentiated alone"),
     "fused_term_gradient_scaled": ("/d l_it",),

@@ -59,12 +59,17 @@ MISTAKES: dict[str, str] = {
     "keeps its graph",
     "zfree-cached-by-shape": "the z-free losses are cached per batch shape, as for a fixed "
     "reference: a later batch of the same shape reads the first one's",
+    "zfree-running-buffer": "a running mean of the z-free losses is kept in the last call's "
+    "zfree_token_nll.detach() (its storage, not a copy) and updated in place by the next call "
+    "of its shape",
 }
 
 
 _CALLS = [0]  # calls of the nondeterministic-order mistake so far
 #: the z-free losses the zfree-cached-by-shape mistake has seen, by (shape, dtype)
 _CACHED: dict[tuple, Tensor] = {}
+#: the last z-free losses the zfree-running-buffer mistake was given, by (shape, dtype)
+_RUNNING: dict[tuple, Tensor] = {}
 
 
 #: mistake -> the known variant (``properties/diagnosis.py``) a report names for it
@@ -112,6 +117,13 @@ def textbook_losses(
     b = zfree_token_nll.to(dtype)
     if mistake == "zfree-cached-by-shape":
         b = _CACHED.setdefault((tuple(b.shape), b.dtype), b.detach().clone())
+    if mistake == "zfree-running-buffer":
+        # the running mean lives in the previous call's tensor: detach() shares its storage
+        key = (tuple(zfree_token_nll.shape), zfree_token_nll.dtype)
+        previous = _RUNNING.get(key)
+        if previous is not None:
+            previous.mul_(0.9).add_(zfree_token_nll.detach(), alpha=0.1)
+        _RUNNING[key] = zfree_token_nll.detach()
     if mistake != "zfree-not-detached":
         b = b.detach()
     if mistake == "mask-multiplication":
@@ -308,5 +320,8 @@ SMALLEST: dict[str, Smallest] = {
     "terms-detached": Smallest("output-gradients", ONE_CELL, ANY_INPUT),
     "zfree-cached-by-shape": Smallest(
         "oracle-agreement", ONE_CELL, ANY_INPUT, after=(loss_case([[1.0]], [[2.0]], [[True]]),)
+    ),
+    "zfree-running-buffer": Smallest(
+        "inputs-unmodified", loss_case([[1.0]], [[1.0]], [[True]]), ANY_INPUT
     ),
 }

@@ -14,6 +14,7 @@ from hypothesis import settings
 
 from properties.diagnosis import diagnose
 from properties.invariants import by_id
+from properties.invariants.contract import FIRST_AFTER
 from properties.invariants.edge_cases import EDGE_CASES
 from properties.oracle import expected
 from properties.profiles import profile_settings
@@ -167,28 +168,40 @@ def test_the_spec_line_names_the_documents_its_references_live_in() -> None:
     assert "docs/SPEC.md" in line, line
 
 
+AFTER = "the inputs after the call: "
+
+
 @pytest.mark.parametrize(
-    ("invariant", "target", "now_holds"),
+    ("invariant", "target", "now_holds", "printed"),
     [
         (
             "inputs-unmodified",
             "properties.zoo.wrong:mutates_input",
             r"(\w+) was .* now holds (.*)$",
+            AFTER,
+        ),
+        (  # modified by the second call: printed after it
+            "inputs-unmodified",
+            "properties.zoo.wrong:zfree_running_buffer",
+            r"the first call's (\w+) was modified by a later call .* now holds (.*?); ",
+            FIRST_AFTER + " ",
         ),
         (
             "total-loss-contract",
             "properties.zoo.api.wrong:inputs_modified",
             r"modified the caller's (\w+): (.*), was ",
+            AFTER,
         ),
         (
             "logits-token-nll",
             str(Path(__file__).parent / "targets" / "api_modifies_labels.py"),
             r"modified the caller's (\w+): (.*), was ",
+            AFTER,
         ),
     ],
 )
 def test_a_modified_input_is_printed_by_the_script_after_the_call(
-    invariant: str, target: str, now_holds: str, tmp_path: Path
+    invariant: str, target: str, now_holds: str, printed: str, tmp_path: Path
 ) -> None:
     from properties import api
     from properties.api.module import load_api
@@ -207,5 +220,5 @@ def test_a_modified_input_is_printed_by_the_script_after_the_call(
         [sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, timeout=120
     )
     assert completed.returncode == 0, completed.stderr
-    after = completed.stdout.split("the inputs after the call: ")[1].splitlines()[0]
+    after = completed.stdout.split(printed)[1].splitlines()[0]
     assert f"'{tensor}': {value}" in after, (after, result.failure.message)

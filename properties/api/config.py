@@ -5,6 +5,7 @@ reconstruction config, no shim of the old API, validation, run metadata."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from properties.api.strategies import (
     config_values,
     invalid_values,
     other_numbers,
+    plain_number,
 )
 from properties.config import ReconstructionLossConfig
 from properties.invariant import InvariantViolation, NamedInput
@@ -239,14 +241,34 @@ def check_no_legacy(probe: ApiProbe, drawn: LegacyUse) -> None:
 # --- config-rejects-invalid ----------------------------------------------------------------
 
 
+def _other_fields(drawn: InvalidValue | OtherNumber) -> list[tuple[str, ...]]:
+    """The fields of the drawn class but the drawn one: an error names none of them."""
+    return [(f.name,) for f in CONFIG_CLASSES[drawn.class_name] if f.name != drawn.field]
+
+
+def _misnamed(drawn: InvalidValue | OtherNumber, error: ValueError) -> str | None:
+    """What is wrong with how ``error`` names the drawn field (API.md, "What an error names":
+    the field as a whole word, and no other field of the class), or None."""
+    return naming(str(error), (drawn.field,), _other_fields(drawn)).problem
+
+
+def beyond_float(value: Any) -> bool:
+    """Whether ``value`` is an int that no float holds (10**400), which the OverflowError of
+    ``float(v)`` or ``math.isfinite(v)`` may refuse (API.md, "Number types")."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
+
+
 def check_rejects_invalid(probe: ApiProbe, drawn: InvalidValue) -> None:
     try:
         built = probe.build(drawn.build(), drawn=drawn)
     except ValueError as error:
-        # the field as a whole word, and no other field of the class (API.md, "What an
-        # error names")
-        others = [(f.name,) for f in CONFIG_CLASSES[drawn.class_name] if f.name != drawn.field]
-        problem = naming(str(error), (drawn.field,), others).problem
+        problem = _misnamed(drawn, error)
         if problem is not None:
             raise _violation(
                 f"{drawn!r}: the ValueError {problem}; it says: {short(str(error))}",
@@ -255,6 +277,8 @@ def check_rejects_invalid(probe: ApiProbe, drawn: InvalidValue) -> None:
             ) from error
         return
     except Exception as error:
+        if isinstance(error, OverflowError) and beyond_float(drawn.value):
+            return  # refused at construction, in Python's words for an int no float holds
         raise _violation(
             f"{drawn!r}: expected a ValueError naming {drawn.field}, got "
             f"{type(error).__name__}: {short(str(error))}",
@@ -273,25 +297,57 @@ def check_rejects_invalid(probe: ApiProbe, drawn: InvalidValue) -> None:
 
 # --- config-number-types -------------------------------------------------------------------
 
+#: what a number field does with a real number of another type (API.md, "Number types")
+OTHER_NUMBER_RULE = (
+    "a number of another type than int and float is either stored as a plain Python int or "
+    "float equal to it, or refused with a ValueError naming the field"
+)
+
+
+def _stored_problem(stored: Any, given: Any) -> str | None:
+    """Why ``stored`` is no plain JSON number equal to ``given`` (as given or as the float
+    it equals; a numpy.float64 is a Python float), or None."""
+    exact = plain_number(given)
+    if isinstance(stored, bool) or not isinstance(stored, (int, float)):
+        return "the run metadata's JSON cannot hold it"
+    try:
+        read_back = json.loads(json.dumps(stored))
+    except (TypeError, ValueError) as error:
+        return f"json.dumps says {type(error).__name__}: {short(str(error))}"
+    if read_back != exact and read_back != float(exact):
+        return f"it was given {literal(exact)}"
+    return None
+
+
+def _refusal_problem(drawn: OtherNumber, error: Exception) -> str | None:
+    """Why refusing ``drawn`` with ``error`` is wrong, or None where API.md allows it."""
+    if drawn.python_int:
+        return "a Python int is a valid value of a float field (the seed's annotation takes it)"
+    if not isinstance(error, ValueError):
+        return OTHER_NUMBER_RULE
+    problem = _misnamed(drawn, error)
+    return None if problem is None else f"the ValueError {problem}"
+
 
 def check_other_numbers(probe: ApiProbe, drawn: OtherNumber) -> None:
-    kind = type(drawn.value).__name__
     try:
         built = probe.build(drawn.build(), drawn=drawn)
     except Exception as error:
+        problem = _refusal_problem(drawn, error)
+        if problem is None:
+            return
         raise _violation(
-            f"{drawn!r}: a real number of type {kind} is refused ({type(error).__name__}: "
-            f"{short(str(error))}); every real number that is not a bool is a valid value",
+            f"{drawn!r}: refused with {type(error).__name__}: {short(str(error))}; {problem}",
             drawn,
-            "accepted",
+            "accepted" if drawn.python_int else "ValueError",
         ) from error
     stored = getattr(built, drawn.field)
-    if type(stored) is not float or stored != float(drawn.value):
+    problem = _stored_problem(stored, drawn.value)
+    if problem is not None:
         probe.note(f"stores {literal(stored)}")
         raise _violation(
-            f"{drawn!r}: {drawn.field} holds {literal(stored)} ({type(stored).__name__}); a "
-            f"config stores every number as the Python float {float(drawn.value)!r}, so that "
-            "its run metadata is plain JSON",
+            f"{drawn!r}: {drawn.field} is stored as {literal(stored)}, not as a plain Python "
+            f"int or float equal to it ({problem})",
             drawn,
             "stored",
         )
@@ -386,11 +442,13 @@ def _every_kind_on_each_class() -> tuple[NamedInput, ...]:
 
 
 def _every_type_on_each_class() -> tuple[NamedInput, ...]:
-    """Each accepted type of number (``NUMBER_TYPES``) on a field of each class."""
+    """Each type of number tried besides float (``NUMBER_TYPES``) on a field of each class."""
     return tuple(
         NamedInput(
             f"{class_name}.{field_name}={literal(kind(2))}",
-            f"{kind.__name__} is a real number of another type than float",
+            "a Python int: every number field takes it"
+            if kind is int
+            else f"{literal(kind(2))}: stored as the plain number it equals, or refused",
             OtherNumber(class_name, field_name, kind(2)),
         )
         for class_name in CONFIG_CLASSES
@@ -443,14 +501,14 @@ INVARIANTS = (
         group="config",
         statement="construction rejects every invalid value of MATH.md Errors (negative, "
         "NaN, inf, not a number, a bool, c <= 0, ...) with a ValueError naming the field",
-        spec_refs=("MATH.md#errors", "API.md#validation", *CONFIG_REFS),
+        spec_refs=("MATH.md#errors", "API.md#validation", "API.md#number-types", *CONFIG_REFS),
         strategy=lambda domain: invalid_values(),
         check=check_rejects_invalid,
         needs=BOTH,
         examples=(
             NamedInput(
                 "huge-integer",
-                "float(10**400) raises OverflowError, not ValueError",
+                "no float holds 10**400: a check that never converts it lets it through",
                 InvalidValue(
                     RECONSTRUCTION_CONFIG, "raw_weight", 10**400, "an integer too large for a float"
                 ),
@@ -488,9 +546,9 @@ INVARIANTS = (
     ApiInvariant(
         id="config-number-types",
         group="config",
-        statement="every real number that is not a bool (int, numpy.float32, numpy.int64, ...) "
-        "is a valid number value, stored as the Python float it equals",
-        spec_refs=("API.md#validation", *CONFIG_REFS),
+        statement="an int is accepted; a numpy scalar or 0-dim tensor is stored as the plain "
+        "int or float it equals, or refused with a ValueError naming the field",
+        spec_refs=("API.md#number-types", "API.md#validation", *CONFIG_REFS),
         strategy=lambda domain: other_numbers(),
         check=check_other_numbers,
         needs=BOTH,

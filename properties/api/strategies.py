@@ -10,8 +10,9 @@ from ``spec.api``; the loss cases are ``properties.strategies``'.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import numpy
@@ -146,7 +147,8 @@ class InvalidValue:
         return f"{self.class_name}({self.field}={literal(self.value)})  # {self.why}"
 
 
-#: values no real-number field accepts, and why (MATH.md, "Errors")
+#: values no number field accepts, of any type, and why (MATH.md, "Errors"; API.md, "Number
+#: types"); an integer too large for a float may be refused with Python's OverflowError too
 NOT_REAL: tuple[tuple[Any, str], ...] = (
     ("1.0", "a string, not a number"),
     (None, "None, not a number"),
@@ -156,17 +158,23 @@ NOT_REAL: tuple[tuple[Any, str], ...] = (
     (-(10**400), "an integer too large for a float"),
     (numpy.True_, "a numpy bool, not a number"),
     (numpy.False_, "a numpy bool, not a number"),
-    (torch.tensor(1.0), "a 0-dim tensor, not a number"),
+    (torch.tensor(True), "a bool tensor, not a number"),
 )
+#: NaN and the infinities, as Python floats and as the other kinds of number (a conversion
+#: to float keeps them: converting is no check)
 NON_FINITE: tuple[tuple[Any, str], ...] = (
     (math.nan, "not finite"),
     (math.inf, "not finite"),
     (-math.inf, "not finite"),
+    (numpy.float32(math.nan), "not finite"),
+    (numpy.float32(math.inf), "not finite"),
+    (torch.tensor(math.nan), "not finite"),
 )
 NOT_POSITIVE: tuple[tuple[Any, str], ...] = (
     (0.0, "not > 0"),
     (-0.0, "not > 0"),
     (0, "not > 0"),
+    (numpy.float32(0.0), "not > 0"),
 )
 NOT_BOOL: tuple[tuple[Any, str], ...] = (
     ("false", "a string, not a bool (and truthy)"),
@@ -185,9 +193,10 @@ NOT_NESTED: tuple[tuple[Any, str], ...] = (
 
 @cache
 def _invalid_for(rule: str) -> st.SearchStrategy[tuple[Any, str]]:
-    negative = st.one_of(st.sampled_from([-1.0, -0.5, -1e-300]), st.floats(-1e6, -1e-6)).map(
-        lambda v: (v, "negative")
-    )
+    negative = st.one_of(
+        st.sampled_from([-1.0, -0.5, -1e-300, numpy.int64(-1), torch.tensor(-0.5)]),
+        st.floats(-1e6, -1e-6),
+    ).map(lambda v: (v, "negative"))
     if rule == "bool":
         return st.sampled_from(NOT_BOOL)
     if rule == "nested":
@@ -206,8 +215,30 @@ def invalid_values(draw: st.DrawFn) -> InvalidValue:
 
 # --- real numbers of other types -----------------------------------------------------------
 
-#: the types of real number a number field accepts besides float (API.md, "Validation")
-NUMBER_TYPES: tuple[type, ...] = (int, numpy.float32, numpy.float64, numpy.int64, numpy.int32)
+#: the types a number field is tried with besides float (API.md, "Number types"), as makers
+#: from a Python number; no float64 tensor or numpy.float64, which a reproduction's literal
+#: would make as a float32 tensor and a Python float
+NUMBER_TYPES: tuple[Callable[[Any], Any], ...] = (
+    int,
+    numpy.float32,
+    numpy.float16,
+    numpy.int64,
+    numpy.int32,
+    partial(torch.tensor, dtype=torch.float32),
+    partial(torch.tensor, dtype=torch.int64),
+)
+
+
+def plain_number(value: Any) -> Any:
+    """The Python int or float that a number of ``NUMBER_TYPES`` holds exactly."""
+    if isinstance(value, (numpy.generic, torch.Tensor)):
+        return value.item()
+    return value
+
+
+def _whole(kind: Callable[[Any], Any]) -> bool:
+    """Whether ``kind`` holds whole numbers only (``torch.tensor(1)`` is an int64 tensor)."""
+    return isinstance(plain_number(kind(1)), int)
 
 
 @dataclass(frozen=True)
@@ -217,6 +248,11 @@ class OtherNumber:
     class_name: str
     field: str
     value: Any
+
+    @property
+    def python_int(self) -> bool:
+        """Whether the value is a Python int, which every number field must take."""
+        return type(self.value) is int
 
     def build(self) -> Build:
         return Build.of(self.class_name, {self.field: self.value})
@@ -231,7 +267,7 @@ def other_numbers(draw: st.DrawFn) -> OtherNumber:
     numeric = [f for f in CONFIG_CLASSES[class_name] if f.rule in ("non-negative", "positive")]
     chosen: ConfigField = draw(st.sampled_from(numeric))
     kind = draw(st.sampled_from(NUMBER_TYPES))
-    whole = kind is int or issubclass(kind, numpy.integer)
+    whole = _whole(kind)
     value = draw(st.integers(1, 1000)) if whole else draw(st.sampled_from([0.5, 2.0, 1e-3, 7.25]))
     return OtherNumber(class_name, chosen.name, kind(value))
 
@@ -604,6 +640,7 @@ __all__ = [
     "invalid_values",
     "missing_terms",
     "other_numbers",
+    "plain_number",
     "removed_spellings",
     "total_loss_cases",
     "total_loss_mixes",

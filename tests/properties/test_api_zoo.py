@@ -1,7 +1,8 @@
 """The API invariants test themselves, in this process: every wrong API object of the zoo
 is rejected by the invariant that names its mistake, every API invariant names the mistake
 of at least one of them, and the independent correct API (as a module, and as the object
-its factory returns) and recon_impl pass."""
+its factory returns, with each open choice either way), the configs written from the seed
+alone and recon_impl pass."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from properties.api.strategies import flag_texts, invalid_flag_texts
 from properties.causes import describe
 from properties.profiles import profile_settings
 from properties.runner import run_invariant
-from properties.zoo.api import correct, wrong
-from properties.zoo.api.correct import MISTAKES, api
+from properties.zoo.api import correct, seed_dataclasses, wrong
+from properties.zoo.api.correct import CHOICES, MISTAKES, api
 from properties.zoo.reported import names_mistake
 from spec.api import PUBLIC_NAMES, TOKEN_NLL_FROM_LOGITS
 from spec.parameters import RULES
@@ -60,22 +61,39 @@ def test_the_wrong_entries_are_the_mistakes_and_nothing_else() -> None:
         wrong.no_such_mistake  # noqa: B018
     with pytest.raises(ValueError, match="mistake must be None or one of"):
         api("no-such-mistake")
+    with pytest.raises(ValueError, match="choice must be None or one of"):
+        api(choice="no-such-choice")
 
 
 def test_every_api_invariant_names_the_mistake_of_a_wrong_module() -> None:
     assert {invariant_id for invariant_id, _ in MISTAKES.values()} == {i.id for i in INVARIANTS}
 
 
-#: the correct API as its factory gives it, and recon_impl (the module form of the
-#: correct API holds the same objects: the test below)
-CORRECT = {"properties.zoo.api.correct:api": api(), "recon_impl": recon_impl}
+#: the correct API as its factory gives it, the configs written from the seed alone (a
+#: module), and recon_impl (the module form of the correct API holds the same objects: the
+#: test below)
+CORRECT = {
+    "properties.zoo.api.correct:api": api(),
+    "properties.zoo.api.seed_dataclasses": seed_dataclasses,
+    "recon_impl": recon_impl,
+}
+#: the correct API with each open choice of API.md, "Number types", taken the other way
+CORRECT.update({f"properties.zoo.api.correct:api(choice={c!r})": api(choice=c) for c in CHOICES})
 
 
-#: every invariant against the correct API; against recon_impl only the opt-in ones, as
+#: every invariant against the correct API and the seed's configs; against each choice the
+#: config invariants (only its configs differ); against recon_impl only the opt-in ones, as
 #: the others are the whole check-api run that test_check_api.py makes of recon_impl (the
 #: ci profile's examples, more than ACCEPT's)
 PASSING = [
     *(("properties.zoo.api.correct:api", invariant) for invariant in INVARIANTS),
+    *(("properties.zoo.api.seed_dataclasses", invariant) for invariant in INVARIANTS),
+    *(
+        (f"properties.zoo.api.correct:api(choice={c!r})", invariant)
+        for c in CHOICES
+        for invariant in INVARIANTS
+        if invariant.group == "config"
+    ),
     *(("recon_impl", invariant) for invariant in INVARIANTS if invariant.opt_in),
 ]
 
@@ -88,7 +106,8 @@ def test_the_correct_api_and_recon_impl_pass(target, invariant) -> None:
 
 def test_the_correct_module_factory_and_object_are_one_api() -> None:
     for target in CORRECT:
-        assert load_api(target) is CORRECT[target]
+        if "(" not in target:  # a choice is no name a user can give: api() takes no argument
+            assert load_api(target) is CORRECT[target]
     module = load_api("properties.zoo.api.correct")
     assert module is correct
     for name in (*PUBLIC_NAMES, TOKEN_NLL_FROM_LOGITS):

@@ -16,7 +16,10 @@ destinations (``args.raw_reconstruction_weight``, mapped to the fields by
 (``properties.zoo.textbook``). What a term or a parameter brings (its weight field, its flag,
 its value) comes from the spec's registries (``spec.api``, ``spec.terms``), so a new term
 needs no edit here; the rest of the seed (the disentanglement config, the auxiliary terms) is
-written here once.
+written here once. ``api(choice=...)`` takes one of the choices that docs/API.md, "Number
+types", leaves open (``CHOICES``) the other way, and stays correct; ``api_of`` puts this
+module's flags and total loss around another API's configs
+(``properties.zoo.api.seed_dataclasses``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from numbers import Number, Real
 from types import SimpleNamespace
 from typing import Any
 
+import numpy
 import torch
 from torch import Tensor
 
@@ -58,11 +62,21 @@ MISTAKES: dict[str, tuple[str, str]] = {
     "float-conversion-validation": (
         "config-rejects-invalid",
         "validation refuses Python bools and converts the rest with float(): numpy.True_ "
-        "and a 0-dim tensor pass as 1.0",
+        "and torch.tensor(True) pass as 1.0",
     ),
     "numbers-stored-as-given": (
         "config-number-types",
-        "a valid numpy.float32 is stored as given, not as a Python float",
+        "a valid numpy.float32 is stored as given, not as a Python float: the run metadata "
+        "is no longer JSON",
+    ),
+    "tensors-stored-as-given": (
+        "config-number-types",
+        "a 0-dim tensor (a scheduled weight) is validated by its item() and stored as the "
+        "tensor: the run metadata is no longer JSON",
+    ),
+    "numbers-refused-with-type-error": (
+        "config-number-types",
+        "numpy scalars and tensors are refused with a TypeError, not a ValueError naming the field",
     ),
     "error-without-field-name": (
         "config-rejects-invalid",
@@ -171,6 +185,15 @@ MISTAKES: dict[str, tuple[str, str]] = {
     ),
 }
 
+#: the open choices of docs/API.md, "Number types", each taken the other way than api()'s
+#: (which stores every number as a float, takes numpy's scalars and refuses 0-dim tensors):
+#: with one of them the API is correct too
+CHOICES: dict[str, str] = {
+    "ints-stored-as-given": "a Python int is stored as the int it is: raw_weight=1 holds 1",
+    "numpy-scalars-refused": "numpy scalars are refused with a ValueError naming the field",
+    "tensors-accepted": "a 0-dim tensor is taken as the Python number its item() is",
+}
+
 # --- configs -------------------------------------------------------------------------------
 
 #: what each field accepts (the seed's types, MATH.md "Errors")
@@ -212,8 +235,19 @@ def reconstruction_fields(mistake: str | None) -> dict[str, tuple[Any, str | Non
     return table
 
 
-def _real(owner: str, name: str, value: Any, rule: str, mistake: str | None) -> Any:
-    """``value`` as the config stores it (a float), or a ValueError naming the field."""
+def _real(
+    owner: str, name: str, value: Any, rule: str, mistake: str | None, choice: str | None
+) -> Any:
+    """``value`` as the config stores it (a float; an int as given with the choice
+    ints-stored-as-given), or a ValueError naming the field."""
+    given = value
+    if mistake == "numbers-refused-with-type-error" and isinstance(value, (numpy.generic, Tensor)):
+        raise TypeError(f"{owner}.{name} must be an int or a float, got {type(value).__name__}")
+    if choice == "numpy-scalars-refused" and isinstance(value, numpy.generic):
+        raise ValueError(f"{owner}.{name} must be a Python number, got {type(value).__name__}")
+    tensors = mistake == "tensors-stored-as-given" or choice == "tensors-accepted"
+    if tensors and isinstance(value, Tensor) and value.dim() == 0:
+        value = value.item()  # a scheduled weight handed over as a tensor; True stays a bool
     if mistake == "float-conversion-validation":
         if isinstance(value, (bool, str)) or value is None:  # numpy.True_ is no Python bool
             raise ValueError(f"{owner}.{name} must be a real number, got {value!r}")
@@ -227,10 +261,22 @@ def _real(owner: str, name: str, value: Any, rule: str, mistake: str | None) -> 
         raise ValueError(f"{owner}.{name} must be finite, got a {digits}-digit integer") from None
     if not math.isfinite(number) or number < 0 or (rule == POSITIVE and number == 0):
         raise ValueError(f"{owner}.{name} must be {rule} (and finite), got {value!r}")
-    return value if mistake == "numbers-stored-as-given" else number
+    if mistake == "numbers-stored-as-given" or (
+        mistake == "tensors-stored-as-given" and isinstance(given, Tensor)
+    ):
+        return given
+    return value if choice == "ints-stored-as-given" and type(value) is int else number
 
 
-def _checked(owner: str, name: str, value: Any, rule: str, nested: Any, mistake: str | None) -> Any:
+def _checked(
+    owner: str,
+    name: str,
+    value: Any,
+    rule: str,
+    nested: Any,
+    mistake: str | None,
+    choice: str | None,
+) -> Any:
     if mistake == "sign-only-validation":  # NaN < 0 is False; strings, None, bools pass
         if isinstance(value, Number) and (value < 0 or (rule == POSITIVE and value == 0)):
             raise ValueError(f"{owner}.{name} must not be {value!r}")
@@ -243,11 +289,15 @@ def _checked(owner: str, name: str, value: Any, rule: str, nested: Any, mistake:
         if not isinstance(value, nested):
             raise ValueError(f"{owner}.{name} must be a ReconstructionLossConfig, got {value!r}")
         return value
-    return _real(owner, name, value, rule, mistake)
+    return _real(owner, name, value, rule, mistake, choice)
 
 
 def validate(
-    config: Any, table: Mapping[str, tuple[Any, str | None]], nested: Any, mistake: str | None
+    config: Any,
+    table: Mapping[str, tuple[Any, str | None]],
+    nested: Any,
+    mistake: str | None,
+    choice: str | None = None,
 ) -> None:
     """Check every field of a config against its rule; store numbers as floats."""
     owner = type(config).__name__
@@ -259,7 +309,7 @@ def validate(
         if mistake == "error-names-longer-field" and name == "token_weighted_weight":
             said = "normalized_concentration_corrected_token_weighted_weight"
         try:
-            value = _checked(owner, said, getattr(config, name), rule, nested, mistake)
+            value = _checked(owner, said, getattr(config, name), rule, nested, mistake, choice)
         except ValueError:
             if mistake == "error-without-field-name":
                 raise ValueError("invalid config") from None  # naming no field to fix
@@ -276,12 +326,16 @@ def _weights_only(config: Any) -> dict[str, Any]:
 
 
 def config_class(
-    name: str, table: Mapping[str, tuple[Any, str | None]], mistake: str | None, nested: Any = None
+    name: str,
+    table: Mapping[str, tuple[Any, str | None]],
+    mistake: str | None,
+    nested: Any = None,
+    choice: str | None = None,
 ) -> type:
     """A config dataclass with ``table``'s fields, validated by their rules."""
 
     def __post_init__(self: Any) -> None:
-        validate(self, table, nested, mistake)
+        validate(self, table, nested, mistake, choice)
 
     namespace: dict[str, Any] = {"__post_init__": __post_init__}
     if mistake == "metadata-without-alpha":
@@ -532,18 +586,11 @@ def nll_from_logits(
 # --- the API object ------------------------------------------------------------------------
 
 
-@functools.cache
-def api(mistake: str | None = None) -> SimpleNamespace:
-    """The API object with ``mistake`` switched on (None: the correct one); the same object
-    for the same mistake."""
-    if mistake is not None and mistake not in MISTAKES:
-        raise ValueError(f"mistake must be None or one of {', '.join(MISTAKES)}, got {mistake!r}")
-    reconstruction_class = config_class(
-        "ReconstructionLossConfig", reconstruction_fields(mistake), mistake
-    )
-    disentanglement_class = config_class(
-        "DisentanglementLossConfig", DISENTANGLEMENT_FIELDS, mistake, nested=reconstruction_class
-    )
+def api_of(
+    reconstruction_class: type, disentanglement_class: type, mistake: str | None = None
+) -> SimpleNamespace:
+    """The API object around two config classes (this module's, or another API's own):
+    this module's flags, total loss and logits helper, with ``mistake`` switched on."""
     flags = flags_of(mistake)
 
     def add_reconstruction_loss_arguments(parser: argparse.ArgumentParser) -> None:
@@ -574,6 +621,27 @@ def api(mistake: str | None = None) -> SimpleNamespace:
         compute_total_loss=compute_total_loss,
         token_nll_from_logits=token_nll_from_logits,
     )
+
+
+@functools.cache
+def api(mistake: str | None = None, choice: str | None = None) -> SimpleNamespace:
+    """The API object with ``mistake`` switched on (None: the correct one) and an open
+    ``choice`` of ``CHOICES`` taken the other way; the same object for the same arguments."""
+    if mistake is not None and mistake not in MISTAKES:
+        raise ValueError(f"mistake must be None or one of {', '.join(MISTAKES)}, got {mistake!r}")
+    if choice is not None and choice not in CHOICES:
+        raise ValueError(f"choice must be None or one of {', '.join(CHOICES)}, got {choice!r}")
+    reconstruction_class = config_class(
+        "ReconstructionLossConfig", reconstruction_fields(mistake), mistake, choice=choice
+    )
+    disentanglement_class = config_class(
+        "DisentanglementLossConfig",
+        DISENTANGLEMENT_FIELDS,
+        mistake,
+        nested=reconstruction_class,
+        choice=choice,
+    )
+    return api_of(reconstruction_class, disentanglement_class, mistake)
 
 
 #: this module is the correct API too (``recon-spec check-api properties.zoo.api.correct``)

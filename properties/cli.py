@@ -13,8 +13,13 @@ Exit status of ``check`` and ``check-api``:
   during an invariant (docs/API.md, "What a target may raise"), no selected
   invariant applies to the chosen domain, an option is bad (a usage error), the run was
   interrupted (Ctrl-C, at any point of the run, start-up included) or terminated
-  (SIGTERM), or its output went to a closed pipe. 2 wins over 1: a run that could not
-  check everything says so.
+  (SIGTERM), or its output went to a closed pipe, or ``--json`` or ``--junit-xml`` cannot
+  be written (before the run: a usage error). 2 wins over 1: a run that could not check
+  everything says so.
+
+Every end of ``check`` and ``check-api`` but ``--list`` and ``--help`` writes the report
+files asked for, with the exit status and, where the run checked nothing or not all it was
+asked to, why (properties/outputs.py).
 """
 
 from __future__ import annotations
@@ -23,12 +28,48 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from properties.interrupts import Terminated, raise_if_received, signals_end_the_run
 
 USAGE_OR_UNCHECKED = 2
+#: the commands that check a target, and so write the report files
+CHECKS = ("check", "check-api")
+#: how the report files word the reason of each kind of end that checked nothing
+USAGE_ERROR, UNCHECKABLE = "usage error", "target cannot be checked"
+NOTHING_CHECKED = (
+    "nothing was checked: no selected invariant applies to this domain or run "
+    "(see --max-alpha, --dtypes, --skip)"
+)
+
+
+class NotChecked(Exception):
+    """The command ends before it checks anything: its line on stderr, its reason for the
+    report files."""
+
+    def __init__(self, kind: str, message: str, command: str = "check") -> None:
+        super().__init__(message)
+        self.message, self.command, self.reason = message, command, f"{kind}: {message}"
+
+
+class UsageError(SystemExit):
+    """argparse's exit on a usage error, with its message: the report files say it too."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(USAGE_OR_UNCHECKED)
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors keep their message (its subcommands' too)."""
+
+    def error(self, message: str) -> NoReturn:
+        try:
+            super().error(message)
+        except SystemExit:
+            raise UsageError(message) from None
+        raise AssertionError("argparse's error() returned")  # it always exits
 
 
 def _doc(args: argparse.Namespace) -> int:
@@ -75,11 +116,15 @@ def exit_status(statuses: Sequence[str]) -> int:
 def _check(args: argparse.Namespace) -> int:
     if args.list:
         return _list_invariants()
+    return _with_reports(args, _check_suites)
+
+
+def _check_suites(args: argparse.Namespace, parts: list) -> int:
+    """``check``, and with ``--api`` ``check-api`` after it: their combined exit status."""
     from properties.api.module import api_parts, api_target_name
     from properties.invariants import by_id, select
-    from properties.invariants.edge_cases import EDGE_CASES
+    from properties.invariants.contract import plain_input
     from properties.options import domain_from
-    from properties.outputs import write_outputs
     from properties.target import (
         TargetLoadError,
         adapted_target,
@@ -92,24 +137,21 @@ def _check(args: argparse.Namespace) -> int:
         target = target_name(args.target)
         locate_module(split_target(adapted_target(target))[0])
     except TargetLoadError as error:
-        return _error(str(error))
+        raise NotChecked(UNCHECKABLE, str(error)) from None
     try:  # an API that cannot be had fails the command before the stack's check runs
         if args.api is not None:
             locate_module(api_parts(api_target_name(args.api))[0])
     except TargetLoadError as error:
-        return _error(str(error), "check-api")
+        raise NotChecked(UNCHECKABLE, str(error), "check-api") from None
     try:
         stack_names, api_names = _split_selection(args.invariant, with_api=args.api is not None)
         invariants = select(stack_names, include_opt_in=args.with_validation)
     except KeyError as error:
-        return _error(error.args[0])
+        raise NotChecked(USAGE_ERROR, error.args[0]) from None
     domain = domain_from(
         max_alpha=args.max_alpha, max_loss=args.max_loss, dtypes=args.dtypes, device=args.device
     )
-    plain = replace(
-        EDGE_CASES["single-token-rows"].case, dtype=domain.dtypes[0], device=args.device
-    )
-    parts: list = []
+    plain = plain_input(domain)
     suites: dict[str, int | None] = {}  # each suite's command -> its status (None: not run)
     if args.api is None or not args.invariant or stack_names:
         suites[f"check {target}"] = _run(
@@ -127,8 +169,90 @@ def _check(args: argparse.Namespace) -> int:
     status = combined([s for s in suites.values() if s is not None])
     if len(suites) > 1:  # the last lines are the API's: the verdict of both follows them
         print(f"\n{verdict_line(suites, status)}")
-    write_outputs(args, parts, status)
     return status
+
+
+def _with_reports(args: argparse.Namespace, run: Callable[[argparse.Namespace, list], int]) -> int:
+    """Run the command, its results added to a list of parts, then write ``--json`` and
+    ``--junit-xml`` whatever its end; report files that cannot be written (or that are one
+    file) are a usage error found before anything runs."""
+    from properties.outputs import requested
+
+    paths, reason = _writable_reports(args.command, requested(args))
+    parts: list = []
+    status = USAGE_OR_UNCHECKED
+    if reason is None:
+        try:
+            status = run(args, parts)
+        except NotChecked as error:
+            status, reason = _error(error.message, error.command), error.reason
+    return _write_reports(args.command, paths, parts, status, reason, args.no_database)
+
+
+def _writable_reports(command: str, paths: dict[str, str]) -> tuple[dict[str, str], str | None]:
+    """The report files of ``paths`` (by option) that can be written, and the usage error
+    of the others (None if none): each on stderr, each one's stale file removed (no other
+    report of this run can take its place)."""
+    from properties.outputs import remove_stale, unwritable
+
+    why = unwritable(paths)
+    messages = list(dict.fromkeys(why.values()))  # two options naming one file: one message
+    for message in messages:
+        _error(message, command)
+    for option in why:
+        remove_stale(paths[option])
+    usable = {option: name for option, name in paths.items() if option not in why}
+    return usable, f"{USAGE_ERROR}: {'; '.join(messages)}" if messages else None
+
+
+def _write_reports(
+    command: str,
+    paths: dict[str, str],
+    parts: Sequence,
+    status: int,
+    reason: str | None,
+    no_database: bool,
+) -> int:
+    """Write the report files; the exit status: ``status``, or 2 where one could not be
+    written (said on stderr, and in the ones that could)."""
+    from properties.outputs import write_reports
+
+    while failed := write_reports(
+        paths, parts, status, reason, command=command, no_database=no_database
+    ):
+        for message in failed.values():
+            _error(message, command)
+        paths = {option: name for option, name in paths.items() if option not in failed}
+        status = USAGE_OR_UNCHECKED
+        unwritten = f"report not written: {'; '.join(failed.values())}"
+        reason = unwritten if reason is None else f"{reason}; {unwritten}"
+    return status
+
+
+def _report_end(args: argparse.Namespace | None, given: list[str], reason: str) -> None:
+    """Write the report files of a check that ``main`` ends with 2 (argparse's usage error,
+    a signal, a closed pipe), so that an earlier run's do not stay behind. Where argparse
+    refused the command line, its namespace is lost: the files are read from the raw words,
+    where they can be found unambiguously (``outputs.requested_in``)."""
+    from properties.outputs import requested, requested_in
+
+    if args is None:
+        if not _runs_a_check(given):
+            return
+        command, paths = given[0], requested_in(given[1:])
+    else:
+        if args.command not in CHECKS or args.list:
+            return
+        command, paths = args.command, requested(args)
+    paths, usage = _writable_reports(command, paths)
+    reason = reason if usage is None else f"{reason}; {usage}"
+    _write_reports(command, paths, [], USAGE_OR_UNCHECKED, reason, no_database=True)
+
+
+def _runs_a_check(given: Sequence[str]) -> bool:
+    """Whether the command line runs a check (``check`` or ``check-api``, without a
+    ``--help`` or ``--list`` that ends it before)."""
+    return bool(given) and given[0] in CHECKS and not {"-h", "--help", "--list"} & {*given}
 
 
 #: what each exit status of one suite says (the module docstring)
@@ -182,13 +306,8 @@ def _split_selection(
 def _check_api(args: argparse.Namespace, parts: list | None = None) -> int:
     if args.list:
         return _list_api_invariants()
-    from properties.outputs import write_outputs
-
-    if parts is None:  # the command itself: its outputs are written here
-        parts = []
-        status = _check_api(args, parts)
-        write_outputs(args, parts, status)
-        return status
+    if parts is None:  # the command itself: its report files are written here
+        return _with_reports(args, _check_api)
     from properties.api import by_id, select, skipped_by
     from properties.api.module import api_target_name
     from properties.options import domain_from
@@ -197,11 +316,11 @@ def _check_api(args: argparse.Namespace, parts: list | None = None) -> int:
     try:
         module = api_target_name(args.module)
     except TargetLoadError as error:
-        return _error(str(error), "check-api")
+        raise NotChecked(UNCHECKABLE, str(error), "check-api") from None
     try:
         invariants = select(args.invariant, include_opt_in=args.with_logits)
     except KeyError as error:
-        return _error(error.args[0], "check-api")
+        raise NotChecked(USAGE_ERROR, error.args[0], "check-api") from None
     domain = domain_from(
         max_alpha=args.max_alpha, max_loss=args.max_loss, dtypes=args.dtypes, device=args.device
     )
@@ -238,6 +357,7 @@ def _run(
     from properties import report
     from properties.database import run_storage
     from properties.followup import follow_up
+    from properties.outputs import Part
     from properties.profiles import default_profile, profile_settings
     from properties.runner import InvariantResult, invariant_seed
     from properties.supervisor import Supervisor, TargetUnusable
@@ -304,6 +424,10 @@ def _run(
             causes = follow_up(supervisor, ran, invariants, requests, kind=kind)
             results.update({r.invariant_id: r for c in causes for r in c.results})
     except TargetUnusable as error:
+        ran = [results[i.id] for i in invariants if i.id in results]
+        reason = f"{UNCHECKABLE}: {target}: {error}"
+        seconds = time.perf_counter() - start
+        parts.append(Part(command, target, invariants, ran, [], seconds, options_of, reason))
         return _error(f"{target} cannot be checked: {error}", command)
     ordered = [results[i.id] for i in invariants if i.id in results]
     not_run = len(invariants) - len(ordered)
@@ -324,16 +448,12 @@ def _run(
             f"stopped after {args.maxfail} invariant{'s' if args.maxfail > 1 else ''} that did "
             f"not hold (--maxfail): {not_run} not run"
         )
-    from properties.outputs import Part
-
     status = exit_status([r.status for r in ordered])
-    parts.append(Part(command, target, invariants, ordered, causes, seconds, options_of))
-    if all(r.status in ("not applicable", "skipped") for r in ordered):
-        print(
-            f"recon-spec {command}: nothing was checked: no selected invariant applies to "
-            "this domain or run (see --max-alpha, --dtypes, --skip); exit 2, never a pass",
-            file=sys.stderr,
-        )
+    nothing = all(r.status in ("not applicable", "skipped") for r in ordered)
+    reason = NOTHING_CHECKED if nothing else None
+    parts.append(Part(command, target, invariants, ordered, causes, seconds, options_of, reason))
+    if nothing:
+        print(f"recon-spec {command}: {NOTHING_CHECKED}; exit 2, never a pass", file=sys.stderr)
     unsaved = [r.invariant_id for r in ordered if r.failure is not None and r.failure.unsaved]
     if unsaved:
         from properties.database import storage_directory
@@ -394,18 +514,14 @@ def _add_run_options(command: argparse.ArgumentParser) -> None:
         const=1,
         help="stop at the first invariant that does not hold (--maxfail 1)",
     )
-    command.add_argument(
-        "--json", metavar="FILE", help="also write the verdict, per invariant, as JSON"
-    )
-    command.add_argument(
-        "--junit-xml",
-        metavar="FILE",
-        help="also write the verdict as JUnit XML (a testcase per invariant)",
-    )
+    from properties.outputs import REPORTS
+
+    for option, (help_, _) in REPORTS.items():
+        command.add_argument(option, metavar="FILE", help=help_)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="recon-spec",
         description="Specification and conformance suite of the reconstruction loss stack.",
     )
@@ -483,10 +599,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _parse(parser: argparse.ArgumentParser, given: list[str]) -> argparse.Namespace:
     """The command line's options; an option the command does not know is an error with
-    that command's usage (argparse would show the top level's, which names no option)."""
-    args, unknown = parser.parse_known_args(given)
-    if unknown:
-        args.parsers[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    that command's usage (argparse would show the top level's, which names no option). A
+    usage error is written to the report files too (``_report_end``)."""
+    args = None
+    try:
+        args, unknown = parser.parse_known_args(given)
+        if unknown:
+            args.parsers[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    except UsageError as error:
+        _report_end(args, given, f"{USAGE_ERROR}: {error.message}")
+        raise
     return args
 
 
@@ -500,12 +622,11 @@ def _quiet_stdout() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = None  # until parsed: an end before then finds the report files in ``given``
     try:
         with signals_end_the_run():
-            given = list(sys.argv[1:] if argv is None else argv)
-            if given[:1] in (["check"], ["check-api"]) and not {"-h", "--help", "--list"} & {
-                *given
-            }:
+            if _runs_a_check(given):
                 from properties.fork_server import start_early
 
                 start_early()  # its imports overlap this process's, from here on
@@ -518,12 +639,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return status
     except BrokenPipeError:  # `recon-spec check | head -1`: end quietly
         _quiet_stdout()
+        _report_end(args, given, "its output went to a closed pipe")
         return USAGE_OR_UNCHECKED
     except KeyboardInterrupt:
         print("\nrecon-spec: interrupted", file=sys.stderr)
+        _report_end(args, given, "interrupted (Ctrl-C)")
         return USAGE_OR_UNCHECKED
     except Terminated:
         print("\nrecon-spec: terminated (SIGTERM)", file=sys.stderr)
+        _report_end(args, given, "terminated (SIGTERM)")
         return USAGE_OR_UNCHECKED
 
 

@@ -170,6 +170,7 @@ def _say_state(failure: Any, invariant_id: str, calls: list[Call], script: str) 
         f"script below replays {them}) and passes on it in a fresh process"
     )
     failure.reproduction = script
+    failure.calls_before = len(calls)
 
 
 #: the fields of a failure that describe its input (``properties.runner.Failure``)

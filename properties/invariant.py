@@ -34,7 +34,9 @@ class InvariantViolation(AssertionError):
 
     ``case`` is the input whose outputs the message shows as observed (the diagnosis looks
     at that call and no other), ``failing`` the names of the outputs that miss, and
-    ``non_finite`` those of them that are NaN or inf where the spec's value is finite.
+    ``non_finite`` those of them that are NaN or inf where the spec's value is finite;
+    ``state``, where the check itself knows it, how the failure depends on calls made
+    before it (``properties.runner.Failure.state``).
     """
 
     def __init__(
@@ -46,8 +48,10 @@ class InvariantViolation(AssertionError):
         case: Any = None,
         failing: tuple[str, ...] = (),
         non_finite: tuple[str, ...] = (),
+        state: str | None = None,
     ) -> None:
         super().__init__(message)
+        self.state = state
         self.expected = expected or {}
         self.observed = observed or {}
         self.case = case
@@ -101,6 +105,9 @@ class Invariant:
     #: a wrong implementation of ``properties.zoo.wrong`` that this invariant rejects on its
     #: own (``tests/properties/test_zoo.py`` checks it); None for the opt-in validation
     witness: str | None = None
+    #: its input is checked as the first call of a fresh process: each worker makes that
+    #: check as its first call of the target (``properties/worker.py``)
+    fresh_process: bool = False
     #: references that fit a failure only where its input has something: (reference,
     #: whether the input shown has it); a report cites them there alone
     refs_when: tuple[tuple[str, Callable[[Any], bool]], ...] = field(default=())

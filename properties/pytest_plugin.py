@@ -181,13 +181,12 @@ class _RunContext:
     ``kind`` is ``stack`` (``--recon-impl``) or ``api`` (``--recon-api``)."""
 
     def __init__(self, config: pytest.Config, kind: str = "stack") -> None:
-        from dataclasses import replace
 
         from hypothesis import settings
 
         from properties.api.module import api_target_name
         from properties.database import run_storage
-        from properties.invariants.edge_cases import EDGE_CASES
+        from properties.invariants.contract import plain_input
         from properties.options import domain_from
         from properties.profiles import default_profile, profile_settings, run_settings
         from properties.supervisor import Supervisor
@@ -228,11 +227,7 @@ class _RunContext:
         self.unusable: str | None = None
         self._resources = contextlib.ExitStack()
         environment = self._resources.enter_context(run_storage(not self.no_database))
-        plain = replace(
-            EDGE_CASES["single-token-rows"].case,
-            dtype=self.domain.dtypes[0],
-            device=self.domain.device,
-        )
+        plain = plain_input(self.domain)
         self.supervisor = self._resources.enter_context(
             Supervisor(
                 self.target,

@@ -485,8 +485,8 @@ def causes_summary(
         )
         out.write(f"[{number}] {cause.text}\n")
         out.write(f"    broke {len(ids)}: {listed}\n")
-        # a state is the run's: a rerun makes calls of its own before the check
-        state = rep.failure is not None and rep.failure.state is not None
+        # a state of the run's earlier calls: a rerun makes calls of its own before the check
+        state = rep.failure is not None and rep.failure.calls_before > 0
         how = " (after calls of its own, not this run's: the script replays those)" if state else ""
         out.write(f"    rerun{how}: {rerun}\n")
     if len(shown) < len(causes):

@@ -126,8 +126,11 @@ class Failure:
     #: shown one is: the calls before it are those a replay may need
     example: int = 0
     #: how the failure depends on earlier calls, found by replaying it in a fresh process
-    #: (``properties.supervisor``); None where it does not, or was not looked at
+    #: (``properties.supervisor``) or known to the check; None where it does not, or was not
+    #: looked at
     state: str | None = None
+    #: the earlier calls of the run that the reproduction replays before the failing check
+    calls_before: int = 0
 
     @property
     def shape(self) -> tuple[int, int] | None:
@@ -602,6 +605,7 @@ def _failure(
         target_errors=tuple(
             dict.fromkeys(call.error.splitlines()[0] for call in calls if call.error)
         ),
+        state=getattr(error, "state", None),
     )
 
 

@@ -12,7 +12,7 @@ over one connection, in tuples whose first element says what they are:
 =====================================  ==================================================
 worker -> supervisor                   meaning
 =====================================  ==================================================
-``("ready",)``                         the target loaded (and ran on a plain input)
+``("ready",)``                         the target loaded (and its first call was checked)
 ``("unusable", reason)``               it cannot be checked; ``reason`` is for the user
 ``("example",)``                       a new input starts (its calls follow)
 ``("call", Call)``                     a call of the target starts
@@ -42,8 +42,9 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -178,11 +179,14 @@ def main(
     from properties.runner import run_invariant
 
     reporter = _Reporter(connection)
+    #: the result of the invariant first-call, made when the target loaded (a stack's)
+    first_call = None
     if kind == "api":
         implementation = _load_api(connection, target)
         from properties.api import by_id
     else:
-        implementation = _load(connection, reporter, target, plain_input)
+        loaded = _load(connection, reporter, target, plain_input)
+        implementation, first_call = loaded if loaded is not None else (None, None)
         from properties.invariants import by_id
     if implementation is None:
         return
@@ -207,6 +211,10 @@ def main(
             connection.send(("replayed", *replayed))
             continue
         request: WorkRequest = message[1]
+        if first_call is not None and request.invariant_id == first_call.invariant_id:
+            # checked on this process's first call, as no later call can check it
+            connection.send(("result", replace(first_call, seed=request.seed)))
+            continue
         reporter.full_shrink = request.full_shrink
         try:
             result = run_invariant(
@@ -296,10 +304,18 @@ def _load_api(connection: Connection, target: str):
         return None
 
 
-def _load(connection: Connection, reporter: _Reporter, target: str, case: Any):
-    """The target's callable after one call on ``case``, a plain valid input, or None (and
-    the supervisor told why) when it cannot be checked."""
-    from properties.target import Probe, TargetLoadError, load_target
+def _load(
+    connection: Connection, reporter: _Reporter, target: str, case: Any
+) -> tuple[Any, Any] | None:
+    """The target's callable and the result of its first call, checked on ``case`` (a plain
+    valid input) by the invariant ``first-call``; None (and the supervisor told why) when
+    the target cannot be checked: it does not load, or that call raises."""
+    from properties.escapes import TargetRaised
+    from properties.invariants import by_id
+    from properties.invariants.contract import FIRST_CALL
+    from properties.invariants.edge_cases import named
+    from properties.runner import InvariantResult, check_once, failure_of
+    from properties.target import ContractViolation, Probe, TargetLoadError, load_target
 
     try:
         _, implementation = load_target(target)
@@ -307,16 +323,29 @@ def _load(connection: Connection, reporter: _Reporter, target: str, case: Any):
         connection.send(("unusable", str(error)))
         return None
     if case is None:  # a worker for a replay: no call before the replayed ones
-        return implementation
+        return implementation, None
+    invariant = by_id(FIRST_CALL)
+    reporter.example_started()
+    probe = Probe(implementation, reporter)
+    start = time.perf_counter()
     try:
-        Probe(implementation, reporter).call_adjusted(case, lambda *tensors: tensors, ())
-    except Exception:
-        connection.send(
-            (
-                "unusable",
-                f"{target} cannot be called as f(token_nll, zfree_token_nll, mask, config) on "
-                f"a plain valid input:\n{traceback.format_exc()}",
+        check_once(invariant, probe, case)
+    except Exception as error:
+        answered = bool(probe.calls and probe.calls[0].values)
+        if not answered and not isinstance(error, ContractViolation):
+            connection.send(
+                (
+                    "unusable",
+                    f"{target} cannot be called as f(token_nll, zfree_token_nll, mask, config) "
+                    f"on a plain valid input:\n{traceback.format_exc()}",
+                )
             )
-        )
-        return None
-    return implementation
+            return None
+        # every call's result counts, the first one's too: it fails like any other
+        ended = isinstance(error, TargetRaised) and error.ends_program
+        failure = failure_of(invariant, target, error, probe, case)
+        failure.edge_case, failure.shrunk = named("plain"), False  # the input, as it is
+        seconds = time.perf_counter() - start
+        status = "crashed" if ended else "failed"
+        return implementation, InvariantResult(FIRST_CALL, status, 1, seconds, failure)
+    return implementation, InvariantResult(FIRST_CALL, "passed", 1, time.perf_counter() - start)

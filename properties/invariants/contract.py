@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from hypothesis import strategies as st
 
+from properties.assertions import assert_tensor_close, assert_values_close, value_table
 from properties.cases import DTYPE_NAMES, LossCase, Rows, round_to
 from properties.invariant import Invariant, InvariantViolation
 from properties.invariants.common import (
     ALL_NAMES,
     TOTAL,
     assume_gradient_representable,
+    tolerance,
     valid_values,
 )
-from properties.invariants.edge_cases import named
+from properties.invariants.edge_cases import EDGE_CASES, named
+from properties.oracle import expected
 from properties.reproduction import inputs_after_lines
 from properties.strategies import Domain, loss_cases, make_valid
 from properties.target import Observed, Probe
-from properties.tolerances import computation_dtype
+from properties.tolerances import computation_dtype, gradient_tolerance
+from spec.terms import OUTPUTS_SECTION
 
 #: calls per input in the determinism check
 REPEATS = 4
@@ -142,6 +148,74 @@ def check_inputs_unmodified(probe: Probe, case: LossCase) -> None:
         )
 
 
+def plain_input(domain: Domain) -> LossCase:
+    """The first input every worker gives the target (``EDGE_CASES["plain"]``), in the
+    domain's first dtype, on its device: a target that raises on it cannot be checked."""
+    return replace(EDGE_CASES["plain"].case, dtype=domain.dtypes[0], device=domain.device)
+
+
+def check_first_call(probe: Probe, case: LossCase) -> None:
+    """The first call of a process gives the spec's values and dJ/dl as every other call
+    must, and a second call (on other values of its shape) leaves its inputs as they were.
+
+    A worker makes this check as its first call of the target, before any invariant runs
+    (``properties/worker.py``): a target wrong only until something it sets up lazily is
+    set (a cache, a workspace, an autotuned kernel) is caught there, and a buffer kept from
+    a process's first call too. Run anywhere else it checks an ordinary pair of calls."""
+    after = inputs_after_lines(INPUT_NAMES)
+    first = probe.call(case, token_nll_requires_grad=True, backward_of=TOTAL, then=after)
+    later = other_values(case)
+    second = probe.call(
+        later,
+        token_nll_requires_grad=True,
+        backward_of=TOTAL,
+        then=(*after, *inputs_after_lines(INPUT_NAMES, call="{before}", label=FIRST_AFTER)),
+    )
+    wrong_later, _ = value_table(second.values, expected(later).values, ALL_NAMES, tolerance(later))
+    # where the second call is right, only the first is wrong: state the process starts with
+    state = (
+        None
+        if wrong_later
+        else "first-call fails on the first call of a fresh process, and a second call (on "
+        "other values of its shape) gives the spec's values: the target is wrong until "
+        "something it sets up on its first call is set"
+    )
+    where = "the first call of this process (nothing called the target before it)"
+    try:
+        assert_values_close(
+            first.values,
+            expected(case).values,
+            tolerance(case),
+            names=ALL_NAMES,
+            what=f"{where}: its outputs against the spec's oracle",
+            case=case,
+        )
+        gradient = first.token_nll_grad
+        assert_tensor_close(
+            torch.zeros_like(first.inputs[0]) if gradient is None else gradient,
+            torch.tensor(expected(case).token_gradient, dtype=torch.float64),
+            gradient_tolerance(
+                case.dtype, length=case.shape[1], alpha=case.config.token_weight_alpha
+            ),
+            what=f"{where}: dJ/dl_it",
+            case=case,
+            failing=(TOTAL,),
+        )
+    except InvariantViolation as violation:
+        violation.state = state
+        raise
+    found = _modified(first, case)
+    if found is not None:
+        name, held, holds = found
+        raise InvariantViolation(
+            f"{name} of {where} was modified by the second call: it held {held.tolist()} and "
+            f"now holds {holds.tolist()}; a buffer an implementation keeps from a call is a "
+            "copy, never the caller's tensor",
+            case=case,
+            failing=(name,),
+        )
+
+
 def _order_sensitive(case: LossCase, max_loss: float) -> LossCase:
     """``case`` with every valid value moved by a different small amount (at most
     ``max_loss``/96, staying in [0, max_loss]): no two sums of its rows then agree by
@@ -197,7 +271,21 @@ def check_deterministic(probe: Probe, case: LossCase) -> None:
             )
 
 
+#: the invariant a worker checks its first call of the target by (``properties/worker.py``)
+FIRST_CALL = "first-call"
+
 INVARIANTS = (
+    Invariant(
+        id=FIRST_CALL,
+        group="contract",
+        statement="the first call of a process, on a plain valid input, gives the spec's values "
+        "and dJ/dl, and a second call leaves its inputs as they were",
+        spec_refs=("MATH.md#contract-of-an-implementation", OUTPUTS_SECTION),
+        strategy=lambda domain: st.just(plain_input(domain)),
+        check=check_first_call,
+        witness="lazy_first_call",
+        fresh_process=True,
+    ),
     Invariant(
         id="outputs-contract",
         group="contract",

@@ -41,6 +41,16 @@ class EdgeCase:
 
 
 EDGE_CASES: dict[str, EdgeCase] = {
+    "plain": EdgeCase(
+        "A plain valid input, every position valid, every term weighted and no parameter at "
+        "its default: the first call of every worker process, checked like any other.",
+        LossCase(
+            token_nll=((2.0, 1.0), (4.0, 3.0)),
+            zfree_token_nll=((0.5, 1.5), (3.0, 1.0)),
+            mask=((True, True), (True, True)),
+            config=_config(alpha=2.0, epsilon=0.25, c=2.0),
+        ),
+    ),
     "nan-padding": EdgeCase(
         "Padded positions full of NaN and inf: multiplying by the mask leaks them.",
         LossCase(

@@ -33,6 +33,7 @@ NAMED_AS: dict[str, tuple[str, ...]] = {
     "terms_detached": ("detached", "no grad_fn"),
     "zfree_cached_by_shape": ("keeps state between calls",),
     "zfree_running_buffer": ("modified by a later call",),
+    "lazy_first_call": ("the first call of a fresh process",),
     # the fused stack, one slip in its backward each
     "fused_total_weights_only": ("d reconstruction_loss/d l", "differentiated alone"),
     "fused_term_gradient_scaled": ("/d l_it",),

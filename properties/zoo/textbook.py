@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from properties.invariants.edge_cases import EDGE_CASES
 from properties.zoo.smallest import (
     ANY_INPUT,
     EMPTY_ROW,
@@ -62,6 +63,8 @@ MISTAKES: dict[str, str] = {
     "zfree-running-buffer": "a running mean of the z-free losses is kept in the last call's "
     "zfree_token_nll.detach() (its storage, not a copy) and updated in place by the next call "
     "of its shape",
+    "lazy-first-call": "the first call of a process returns its warm-up pass, run before the "
+    "config was read (with c = 1): every later call is right",
 }
 
 
@@ -70,6 +73,17 @@ _CALLS = [0]  # calls of the nondeterministic-order mistake so far
 _CACHED: dict[tuple, Tensor] = {}
 #: the last z-free losses the zfree-running-buffer mistake was given, by (shape, dtype)
 _RUNNING: dict[tuple, Tensor] = {}
+#: whether the lazy-first-call mistake made its first call (its warm-up) in this process
+_WARMED_UP = [False]
+
+
+def fresh_process() -> None:
+    """Forget what the mistakes that keep state saw, as a fresh process starts: for a check,
+    in this process, of what shows on a process's first call."""
+    _CALLS[0] = 0
+    _CACHED.clear()
+    _RUNNING.clear()
+    _WARMED_UP[0] = False
 
 
 #: mistake -> the known variant (``properties/diagnosis.py``) a report names for it
@@ -133,6 +147,9 @@ def textbook_losses(
     alpha = config.token_weight_alpha
     eps = config.example_inverse_surprisal_epsilon
     c = config.zfree_reference_scale
+    if mistake == "lazy-first-call" and not _WARMED_UP[0]:
+        _WARMED_UP[0] = True  # the warm-up pass is the first call's result: c not yet read
+        c = 1.0
 
     n = mask.sum(1)
     kept = n > 0
@@ -323,5 +340,10 @@ SMALLEST: dict[str, Smallest] = {
     ),
     "zfree-running-buffer": Smallest(
         "inputs-unmodified", loss_case([[1.0]], [[1.0]], [[True]]), ANY_INPUT
+    ),
+    "lazy-first-call": Smallest(
+        "first-call",
+        EDGE_CASES["plain"].case,
+        "first-call checks the plain input every worker starts with, as it is: not shrunk",
     ),
 }

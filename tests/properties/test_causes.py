@@ -299,9 +299,12 @@ def test_the_rerun_of_a_state_cause_says_its_calls_are_its_own() -> None:
     from properties.report import causes_summary
 
     state = "x fails on this input after 1 call the run made before it"
-    for failure_state, said in ((state, True), (None, False)):
+    # said where the script replays calls of the run (a process's first call replays none)
+    for failure_state, before, said in ((state, 1, True), (state, 0, False), (None, 0, False)):
         out = io.StringIO()
-        causes_summary(causes(result("a", state=failure_state)), "t:f", lambda r: {}, out)
+        shown = result("a", state=failure_state)
+        shown.failure.calls_before = before
+        causes_summary(causes(shown), "t:f", lambda r: {}, out)
         rerun = [line for line in out.getvalue().splitlines() if "rerun" in line]
         assert len(rerun) == 1 and rerun[0].endswith("recon-spec check t:f --invariant a")
         assert ("after calls of its own, not this run's" in rerun[0]) is said, rerun

@@ -158,7 +158,7 @@ def test_a_stack_that_words_its_own_errors_passes_through_its_declaration() -> N
     assert declared.returncode == 0, declared.stdout[-3000:]
     undeclared = run_cli("check", target("own_validation.py", "undeclared"), *args)
     assert undeclared.returncode == 1
-    assert "but says: inv_surprisal_eps must be > 0" in undeclared.stdout
+    assert "it says: inv_surprisal_eps must be > 0" in undeclared.stdout
 
 
 def test_maxfail_stops_and_gives_the_status_of_what_ran() -> None:
@@ -253,3 +253,139 @@ def _literals() -> dict:
     from properties.config import ReconstructionLossConfig
 
     return {"ReconstructionLossConfig": ReconstructionLossConfig, "float64": torch.float64}
+
+
+def _report_files(folder: Path) -> tuple[Path, Path]:
+    return folder / "verdict.json", folder / "verdict.xml"
+
+
+def _not_checked(junit: Path) -> list[str]:
+    """The messages of the JUnit XML's errors (a run's own reason, or an invariant's)."""
+    return [error.get("message", "") for error in ET.parse(junit).getroot().iter("error")]
+
+
+def test_a_report_file_that_cannot_be_written_is_a_usage_error_before_the_run(
+    tmp_path: Path,
+) -> None:
+    run = ("check", "-i", "kappa-bounds", "--max-examples", "3", "--no-database")
+    folder = run_cli(*run, "--json", str(tmp_path))
+    assert folder.returncode == 2 and folder.stdout == "", folder.stdout  # no header: no run
+    assert folder.stderr == f"recon-spec check: cannot write --json {tmp_path}: it is a folder\n"
+    document, missing = tmp_path / "verdict.json", tmp_path / "missing" / "verdict.xml"
+    parent = run_cli(*run, "--junit-xml", str(missing), "--json", str(document))
+    assert parent.returncode == 2 and parent.stdout == "", parent.stdout
+    assert f"cannot write --junit-xml {missing}: its folder" in parent.stderr
+    assert "Traceback" not in parent.stderr and not missing.parent.exists()
+    # the report that can be written says why the run was refused
+    verdict = json.loads(document.read_text())
+    assert verdict["exit_status"] == 2 and verdict["runs"] == []
+    assert verdict["reason"].startswith("usage error: cannot write --junit-xml"), verdict
+
+
+def test_one_file_for_both_reports_is_a_usage_error(tmp_path: Path) -> None:
+    # spelt two ways, one file: neither report is written, nor an empty file left there
+    both = run_cli(
+        "check", "-i", "kappa-bounds", "--json", "verdict", "--junit-xml", "./verdict",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert both.returncode == 2 and both.stdout == "", both.stdout
+    assert "--json and --junit-xml name the same file" in both.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_finding_whether_a_report_can_be_written_changes_no_file(tmp_path: Path) -> None:
+    from properties.outputs import unwritable
+
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text('{"exit_status": 0}\n')
+    paths = {"--json": str(earlier), "--junit-xml": str(tmp_path / "new.xml")}
+    assert unwritable(paths) == {}
+    assert earlier.read_text() == '{"exit_status": 0}\n'
+    assert list(tmp_path.iterdir()) == [earlier]
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        ((target("missing.py"), "-i", "kappa-bounds"), "target cannot be checked: no Python file"),
+        (("-i", "no-such-invariant"), "usage error: no invariant 'no-such-invariant'"),
+        (("-i", "kappa-bounds", "--max-exampels", "5"), "usage error: unrecognized arguments"),
+        (("--max-examples", "0"), "usage error: argument --max-examples: must be at least 1"),
+        (("-i", "huge-alpha-concentration", "--max-alpha", "10"), "nothing was checked: no sel"),
+    ],
+)
+def test_a_run_that_checks_nothing_replaces_an_earlier_runs_reports_with_why(
+    tmp_path: Path, args: tuple[str, ...], reason: str
+) -> None:
+    document, junit = _report_files(tmp_path)
+    document.write_text('{"exit_status": 0, "runs": []}\n')  # an earlier run's, passing
+    junit.write_text("<testsuites />\n")
+    done = run_cli("check", *args, "--json", str(document), "--junit-xml", str(junit))
+    assert done.returncode == 2, done.stdout + done.stderr
+    verdict = json.loads(document.read_text())
+    assert verdict["exit_status"] == 2 and verdict["reason"].startswith(reason), verdict
+    assert any(message.startswith(reason) for message in _not_checked(junit)), junit.read_text()
+
+
+def test_a_target_that_cannot_be_checked_says_why_in_the_reports(tmp_path: Path) -> None:
+    document, junit = _report_files(tmp_path)
+    done = run_cli(
+        "check", target("exits_at_import.py"), "-i", "kappa-bounds", "--max-examples", "2",
+        "--no-database", "--json", str(document), "--junit-xml", str(junit),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    verdict = json.loads(document.read_text())
+    assert verdict["exit_status"] == 2
+    reason = verdict["reason"]
+    assert reason.startswith("target cannot be checked: ") and "SystemExit: 7" in reason
+    (run,) = verdict["runs"]
+    assert run["reason"] == reason and run["invariants"] == []
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("errors") == "1", junit.read_text()
+    assert _not_checked(junit) == [reason]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="writes to /dev/full (disk full)")
+def test_a_report_that_cannot_be_written_after_the_run_is_2_never_a_traceback(
+    tmp_path: Path,
+) -> None:
+    junit = tmp_path / "verdict.xml"
+    done = run_cli(
+        "check", "-i", "kappa-bounds", "--max-examples", "3", "-j", "1", "--no-database",
+        "--json", "/dev/full", "--junit-xml", str(junit),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr  # the check held: 0 without it
+    assert "1 passed" in done.stdout and "Traceback" not in done.stderr
+    assert "recon-spec check: cannot write --json /dev/full: No space left" in done.stderr
+    (message,) = _not_checked(junit)
+    assert message.startswith("report not written: cannot write --json /dev/full"), message
+
+
+def test_report_files_are_read_from_a_refused_command_line_only_where_unambiguous() -> None:
+    from properties.outputs import requested_in
+
+    assert requested_in(["--json", "a", "--junit-xml=b", "-i", "x"]) == {
+        "--json": "a",
+        "--junit-xml": "b",
+    }
+    assert requested_in(["--json", "a", "--json", "b"]) == {}  # which one argparse takes
+    assert requested_in(["--json"]) == {}
+    assert requested_in(["--json", "--junit-xml", "b"]) == {"--junit-xml": "b"}  # no value
+    assert requested_in(["--js", "a", "--", "--json", "b"]) == {}  # abbreviated; positional
+
+
+def test_an_interrupted_run_replaces_an_earlier_runs_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import properties.cli
+
+    def interrupted(args, parts) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(properties.cli, "_check_suites", interrupted)
+    document, junit = _report_files(tmp_path)
+    document.write_text('{"exit_status": 0, "runs": []}\n')  # an earlier run's, passing
+    done = run_cli("check", "--json", str(document), "--junit-xml", str(junit))
+    assert done.returncode == 2 and "interrupted" in done.stderr
+    assert json.loads(document.read_text())["reason"] == "interrupted (Ctrl-C)"
+    assert _not_checked(junit) == ["interrupted (Ctrl-C)"]

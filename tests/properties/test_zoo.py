@@ -13,6 +13,7 @@ from properties.profiles import profile_settings
 from properties.runner import run_invariant
 from properties.strategies import Domain
 from properties.zoo import correct, validation, wrong
+from properties.zoo.textbook import fresh_process
 from spec.terms import LOSS_NAMES
 
 #: enough examples to find a wrong implementation; no shrinking, which only matters to
@@ -26,6 +27,8 @@ WITNESSES = {i.id: i.witness for i in select() if i.witness is not None}
 
 def first_failure(implementation, name: str, invariants) -> str | None:
     for invariant in invariants:
+        if invariant.fresh_process:  # its input is a process's first call: start as one starts
+            fresh_process()
         result = run_invariant(invariant, implementation, target=name, settings=REJECT)
         if result.status == "failed":
             return invariant.id

@@ -29,6 +29,7 @@ import torch
 
 from properties.cases import LossCase
 from properties.escapes import describe, reraise_escaping
+from properties.float_mode import target_mode
 from properties.gradient_calls import (
     SecondOrder,
     differentiating_lines,
@@ -324,7 +325,8 @@ class Probe:
         if self.observer is not None:
             self.observer.call_started(call)
         try:
-            yield
+            with target_mode():  # the floating-point mode the target set, for its call only
+                yield
         except BaseException as error:
             call.error = f"{type(error).__name__}: {error}"
             reraise_escaping(self, error)  # a skip, an exit, hypothesis's own: no answer

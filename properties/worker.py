@@ -295,10 +295,12 @@ def _load_api(connection: Connection, target: str):
     module that lacks some of the five names is still checked: the invariants that need a
     missing one report it (``properties.api.invariant``)."""
     from properties.api.module import load_api
+    from properties.float_mode import target_mode
     from properties.target import TargetLoadError
 
     try:
-        return load_api(target)
+        with target_mode():  # its import may set the floating-point mode (-ffast-math)
+            return load_api(target)
     except TargetLoadError as error:
         connection.send(("unusable", str(error)))
         return None
@@ -311,6 +313,7 @@ def _load(
     valid input) by the invariant ``first-call``; None (and the supervisor told why) when
     the target cannot be checked: it does not load, or that call raises."""
     from properties.escapes import TargetRaised
+    from properties.float_mode import target_mode
     from properties.invariants import by_id
     from properties.invariants.contract import FIRST_CALL
     from properties.invariants.edge_cases import named
@@ -318,7 +321,8 @@ def _load(
     from properties.target import ContractViolation, Probe, TargetLoadError, load_target
 
     try:
-        _, implementation = load_target(target)
+        with target_mode():  # its import may set the floating-point mode (-ffast-math)
+            _, implementation = load_target(target)
     except TargetLoadError as error:
         connection.send(("unusable", str(error)))
         return None

@@ -28,6 +28,7 @@ import torch
 
 from properties.cases import DTYPE_NAMES, LossCase, format_float
 from properties.escapes import reraise_escaping
+from properties.float_mode import target_mode
 from properties.reproduction import input_lines
 from spec.api import (
     ADD_ARGUMENTS,
@@ -219,7 +220,8 @@ class ApiProbe:
         if self.observer is not None:
             self.observer.call_started(call)
         try:
-            yield call
+            with target_mode():  # the floating-point mode the target set, for its call only
+                yield call
         except BaseException as error:
             call.error = f"{type(error).__name__}: {error}"
             reraise_escaping(self, error)  # a skip, an exit, hypothesis's own: no answer

@@ -207,8 +207,8 @@ EDGE_CASES: dict[str, EdgeCase] = {
     "half-precision": EdgeCase(
         "Half precision must be computed in float32.",
         LossCase(
-            token_nll=((0.1, 7.5, 1000.0), (2.0, 0.0, 0.0)),
-            zfree_token_nll=((0.3, 6.0, 900.0), (1.5, 0.0, 0.0)),
+            token_nll=((0.125, 7.5, 1000.0), (2.0, 0.0, 0.0)),
+            zfree_token_nll=((0.3125, 6.0, 900.0), (1.5, 0.0, 0.0)),
             mask=((True, True, True), (True, False, False)),
             config=_config(alpha=1.5),
             dtype=torch.float16,

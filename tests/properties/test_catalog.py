@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -111,3 +112,36 @@ def test_a_narrowed_domain_makes_some_invariants_not_applicable() -> None:
             by_id(invariant_id), reconstruction_losses, target="t", settings=quick, domain=domain
         )
         assert result.status == status, (invariant_id, domain, result.failure)
+
+
+def _named_cases() -> list[tuple[str, object]]:
+    """Every input the suite writes by hand, by where it is: the named edge cases, each
+    invariant's examples (both catalogues) and the zoo's smallest witnesses."""
+    from properties.cases import cases_in
+    from properties.invariants.edge_cases import EDGE_CASES
+    from properties.zoo import wrong
+    from properties.zoo.api import smallest as api_smallest
+
+    found = [(f"EDGE_CASES[{name!r}]", edge.case) for name, edge in EDGE_CASES.items()]
+    for invariant in (*INVARIANTS, *API_INVARIANTS):
+        found += [
+            (f"{invariant.id}: {named.name}", case)
+            for named in invariant.examples
+            for case in cases_in(named.value)
+        ]
+    for name, entry in {**wrong.SMALLEST, **api_smallest.SMALLEST}.items():
+        found += [(f"SMALLEST[{name!r}]", case) for case in cases_in(entry.witness)]
+    return found
+
+
+@pytest.mark.parametrize(("where", "case"), _named_cases(), ids=lambda x: str(x)[:60])
+def test_a_named_input_holds_values_its_dtype_represents(where: str, case) -> None:
+    # the oracle reads the values as written, the target their rounding to the dtype: a
+    # value the dtype cannot hold (0.1 in float16) makes the two disagree by its rounding
+    from properties.cases import round_to
+
+    for tensor in ("token_nll", "zfree_token_nll"):
+        for row in getattr(case, tensor):
+            for value in row:
+                if math.isfinite(value):
+                    assert round_to(case.dtype, value) == value, (where, tensor, value)

@@ -54,7 +54,7 @@ from properties.escapes import TargetRaised
 from properties.features import features_of
 from properties.invariant import Invariant, InvariantViolation, NamedInput
 from properties.strategies import DEFAULT_DOMAIN, Domain, make_valid
-from properties.target import CallObserver, Implementation, Probe
+from properties.target import CallObserver, ContractViolation, Implementation, Probe
 from spec.terms import TOTAL
 
 #: calls a bounded shrink may still make: a few passes of the shrinker, a few seconds
@@ -562,7 +562,7 @@ def _failure(
 ) -> Failure:
     probe, drawn = last if last is not None else (None, None)
     raised = None
-    if isinstance(error, InvariantViolation):
+    if isinstance(error, (InvariantViolation, ContractViolation)):  # the suite's own words
         message = str(error)
         trace = ""
     elif isinstance(error, (TargetRaised, _TargetEnded)):

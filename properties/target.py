@@ -234,6 +234,12 @@ def check_outputs(
                 f"{name} must be a 0-dim tensor, got shape {tuple(value.shape)} "
                 f"for a [B, T] = {list(case.shape)} batch"
             )
+        if value.device.type != torch.device(case.device).type:
+            # checked before any value is read: a meta tensor holds none to read
+            raise ContractViolation(
+                f"{name} is on {value.device}, the inputs on {case.device}: results live on "
+                "the inputs' device (MATH.md, Precision)"
+            )
         result[name] = value
     return result
 
@@ -328,7 +334,8 @@ class Probe:
             with target_mode():  # the floating-point mode the target set, for its call only
                 yield
         except BaseException as error:
-            call.error = f"{type(error).__name__}: {error}"
+            if not isinstance(error, ContractViolation):  # the suite's reading, not a raise
+                call.error = f"{type(error).__name__}: {error}"
             reraise_escaping(self, error)  # a skip, an exit, hypothesis's own: no answer
             raise
         finally:

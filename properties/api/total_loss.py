@@ -86,6 +86,13 @@ def _scalars(outputs: Mapping[str, Any], names: tuple[str, ...], drawn: TotalLos
                 drawn.case,
                 name,
             )
+        if value.device.type != torch.device(drawn.case.device).type:  # meta holds no value
+            raise _violation(
+                f"cannot compare: {name} is on {value.device}, the inputs on "
+                f"{drawn.case.device} (total-loss-contract says more)",
+                drawn.case,
+                name,
+            )
         values[name] = float(value.detach())
     return values
 

@@ -98,3 +98,44 @@ def test_an_api_module_that_skips_or_exits_never_passes(tmp_path: Path) -> None:
         assert done.returncode == verdict, done.stdout[-3000:] + done.stderr[-3000:]
         assert f"{status} total-loss-reconstruction" in done.stdout
         assert f"a call of the target raised {named}" in done.stdout
+
+
+def _returns_on_meta(token_nll, zfree_token_nll, mask, config):
+    from properties.default_target import reconstruction_losses
+
+    outputs = reconstruction_losses(token_nll, zfree_token_nll, mask, config)
+    return {name: value.to("meta") for name, value in outputs.items()}
+
+
+def _lacks_an_output(token_nll, zfree_token_nll, mask, config):
+    from properties.default_target import reconstruction_losses
+
+    outputs = dict(reconstruction_losses(token_nll, zfree_token_nll, mask, config))
+    del outputs["token_concentration_factor"]
+    return outputs
+
+
+@pytest.mark.parametrize(
+    ("implementation", "said"),
+    [
+        (_returns_on_meta, "is on meta, the inputs on cpu"),
+        (_lacks_an_output, "the target's result lacks token_concentration_factor"),
+    ],
+)
+def test_a_result_that_breaks_the_contract_is_said_in_the_contracts_words(
+    implementation, said: str
+) -> None:
+    # what the suite reads off a result is not a raise of the target: a meta tensor's value
+    # was read (Tensor.item() on meta), and a contract message said "the target raised"
+    from properties.invariants import by_id
+    from properties.profiles import profile_settings
+    from properties.runner import run_invariant
+
+    for invariant_id in ("outputs-contract", "oracle-agreement"):
+        result = run_invariant(
+            by_id(invariant_id), implementation, target="t:f", settings=profile_settings("ci")
+        )
+        assert result.status == "failed", result
+        message = result.failure.message
+        assert said in message and "raised" not in message, message
+        assert result.failure.raised is None and not result.failure.target_errors

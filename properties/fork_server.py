@@ -18,9 +18,12 @@ import signal
 from typing import Any
 
 #: every module a worker imports before its first draw, the target's aside: the fork server
-#: imports them once (``properties.worker.load_what_a_run_imports`` says why all of them)
+#: imports them once (``properties.worker.load_what_a_run_imports`` says why all of them);
+#: and recon_impl, the bundled target, whose import (a second and more) would otherwise
+#: count against --call-timeout in each worker that checks it
 WORKER_MODULES = (
     "torch",
+    "recon_impl",
     "properties.runner",
     "properties.target",
     "properties.invariants",

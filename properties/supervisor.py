@@ -16,15 +16,19 @@ callable or an ``api`` module (``properties/worker.py``), whose invariants its w
 from __future__ import annotations
 
 import contextlib
+import importlib
 import multiprocessing
 import os
+import re
 import signal
+import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Any
 
 from properties.fork_server import start_resource_tracker_quietly, worker_context
@@ -38,6 +42,42 @@ from properties.worker import Replay, WorkRequest, main
 #: the results that count toward ``--maxfail``: invariants that did not hold
 NOT_HOLDING = ("failed", "crashed", "timed out")
 LOAD_TIMEOUT_FLOOR = 120.0
+
+
+#: how long a hung worker has to write its stacks (faulthandler writes at once)
+STACK_WAIT = 2.0
+
+
+def thread_frames(dump: str, thread: int) -> list[str]:
+    """The frames of ``thread`` in a faulthandler dump (most recent first), without the
+    import machinery's and the suite's own: where the target was."""
+    frames: list[str] = []
+    inside = False
+    for line in dump.splitlines():
+        heading = re.match(r"^(?:Current thread|Thread) (0x[0-9a-f]+)", line)
+        if heading:
+            inside = int(heading[1], 16) == thread
+            continue
+        path = re.match(r'^\s+File "([^"]+)"', line)
+        if inside and path and not _suite_file(path[1]):
+            frames.append(f"  {line.strip()}")
+    return frames
+
+
+#: where the frames around a target's call come from: the suite (its zoo aside), and the
+#: standard library that starts a worker and imports a module
+_SUITE = Path(__file__).parent
+_AROUND = (Path(multiprocessing.__file__).parent, Path(importlib.__file__).parent)
+
+
+def _suite_file(path: str) -> bool:
+    """Whether a frame of ``path`` is the suite's or the machinery's, not the target's."""
+    if path.startswith("<"):  # <frozen importlib._bootstrap>, <string>
+        return True
+    file = Path(path)
+    if file.is_relative_to(_SUITE):
+        return not file.is_relative_to(_SUITE / "zoo")
+    return any(file.is_relative_to(folder) for folder in _AROUND)
 
 
 def _in_main_thread() -> bool:
@@ -67,7 +107,13 @@ class _Worker:
     connection: Connection
     lifeline: Connection
     started: float
+    #: the file its threads' stacks are written to on SIGUSR1 (``worker.main``)
+    stacks: str
     ready: bool = False
+    #: when the target's import started, while it runs (bounded as a call is), and the
+    #: thread it runs in
+    importing: float | None = None
+    main_thread: int | None = None
     request: WorkRequest | None = None
     request_started: float = 0.0
     examples: int = 0
@@ -122,6 +168,8 @@ class Supervisor:
         start_resource_tracker_quietly()
         ours, theirs = self._context.Pipe()
         watch, lifeline = self._context.Pipe(duplex=False)
+        descriptor, stacks = tempfile.mkstemp(prefix="recon-spec-stacks-", suffix=".txt")
+        os.close(descriptor)
         arguments = (
             theirs,
             watch,
@@ -130,6 +178,7 @@ class Supervisor:
             {**os.environ, **self.environment},
             self.threads,
             self.kind,
+            stacks,
         )
         held: list[int] = []  # a Ctrl-C that came while the worker started
         try:
@@ -142,7 +191,7 @@ class Supervisor:
             process = self._started(arguments, held)
         theirs.close()
         watch.close()
-        worker = _Worker(process, ours, lifeline, time.monotonic())
+        worker = _Worker(process, ours, lifeline, time.monotonic(), stacks)
         self.workers.append(worker)
         if held:  # now that close() knows the worker, the Ctrl-C held while it started
             signal.raise_signal(signal.SIGINT)
@@ -182,6 +231,8 @@ class Supervisor:
         worker.process.join(5)
         for connection in (worker.connection, worker.lifeline):
             connection.close()
+        with contextlib.suppress(OSError):
+            os.remove(worker.stacks)
 
     def close(self) -> None:
         """Stop every worker at once: each has reported every result (and saved its failures
@@ -264,6 +315,8 @@ class Supervisor:
     def _deadline(self, worker: _Worker) -> float:
         if worker.call_started is not None:  # the plain input's call included
             return worker.call_started + self.call_timeout
+        if worker.importing is not None:  # the target's import is a call of it
+            return worker.importing + self.call_timeout
         if not worker.ready:
             return worker.started + max(LOAD_TIMEOUT_FLOOR, self.call_timeout)
         return float("inf")
@@ -304,6 +357,10 @@ class Supervisor:
             kind = message[0]
             if kind == "ready":
                 worker.ready = True
+            elif kind == "importing":
+                worker.importing, worker.main_thread = time.monotonic(), message[1]
+            elif kind == "imported":
+                worker.importing = None
             elif kind == "unusable":
                 self.close()
                 raise TargetUnusable(message[1])
@@ -359,6 +416,7 @@ class Supervisor:
         yield self._lost(worker, "crashed", f"the target's process died ({how}) {where}", how)
 
     def _timed_out(self, worker: _Worker) -> Iterator[InvariantResult]:
+        where = self._stack(worker) if not worker.ready else ""
         self._end(worker)
         if worker.ready and worker.request is None:  # a replay that hung: nothing to report
             return
@@ -367,7 +425,12 @@ class Supervisor:
             if worker.call_started is not None:
                 raise TargetUnusable(
                     f"{self.target}'s call on a plain valid input was still running after "
-                    f"{self.call_timeout:g} s (--call-timeout)"
+                    f"{self.call_timeout:g} s (--call-timeout){where}"
+                )
+            if worker.importing is not None:
+                raise TargetUnusable(
+                    f"the import of {self.target} was still running after "
+                    f"{self.call_timeout:g} s (--call-timeout){where}"
                 )
             what = "import" if self.kind == "api" else "load"
             raise TargetUnusable(
@@ -381,6 +444,23 @@ class Supervisor:
             "(--call-timeout); its process was killed",
             f"still running after {self.call_timeout:g} s: timed out",
         )
+
+    def _stack(self, worker: _Worker) -> str:
+        """Where the worker's main thread is, as a report says it (``": it was at ..."``),
+        asked for with SIGUSR1 (faulthandler, ``worker.main``); "" where it does not say."""
+        if worker.main_thread is None or not worker.process.is_alive():
+            return ""
+        with contextlib.suppress(OSError):
+            os.kill(worker.process.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + STACK_WAIT
+        frames: list[str] = []
+        while not frames and time.monotonic() < deadline:
+            time.sleep(0.05)
+            with contextlib.suppress(OSError):
+                frames = thread_frames(Path(worker.stacks).read_text(), worker.main_thread)
+        if not frames:
+            return ""
+        return "; it was at (most recent call first):\n" + "\n".join(frames)
 
     def _lost(self, worker: _Worker, status: str, message: str, note: str) -> InvariantResult:
         """The result of an invariant whose worker ended: the input it was on, replayable."""

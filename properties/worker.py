@@ -12,6 +12,8 @@ over one connection, in tuples whose first element says what they are:
 =====================================  ==================================================
 worker -> supervisor                   meaning
 =====================================  ==================================================
+``("importing", thread)``              the target's import starts (in the thread named)
+``("imported",)``                      it ended
 ``("ready",)``                         the target loaded (and its first call was checked)
 ``("unusable", reason)``               it cannot be checked; ``reason`` is for the user
 ``("example",)``                       a new input starts (its calls follow)
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import importlib
 import os
 import signal
@@ -158,10 +161,14 @@ def main(
     environment: dict[str, str],
     threads: int,
     kind: str = "stack",
+    stacks: str | None = None,
 ) -> None:
     """The worker's life: load (and, for a stack, check on a plain input), then run
-    requests until told to stop."""
+    requests until told to stop. ``stacks``: the file its threads' stacks are written to
+    on SIGUSR1 (the supervisor asks before it ends a worker that hangs)."""
     _die_with(lifeline)
+    if stacks is not None:
+        faulthandler.register(signal.SIGUSR1, file=open(stacks, "w"), all_threads=True)  # noqa: SIM115
     with contextlib.suppress(OSError):  # a group of its own: the supervisor ends it whole
         os.setpgid(0, 0)
     # the checking process's environment as it is now, not the fork server's at its start
@@ -181,6 +188,8 @@ def main(
     reporter = _Reporter(connection)
     #: the result of the invariant first-call, made when the target loaded (a stack's)
     first_call = None
+    # the import is a call of the target: bounded by --call-timeout from here
+    connection.send(("importing", threading.main_thread().ident))
     if kind == "api":
         implementation = _load_api(connection, target)
         from properties.api import by_id
@@ -300,10 +309,12 @@ def _load_api(connection: Connection, target: str):
 
     try:
         with target_mode():  # its import may set the floating-point mode (-ffast-math)
-            return load_api(target)
+            api = load_api(target)
     except TargetLoadError as error:
         connection.send(("unusable", str(error)))
         return None
+    connection.send(("imported",))
+    return api
 
 
 def _load(
@@ -326,6 +337,7 @@ def _load(
     except TargetLoadError as error:
         connection.send(("unusable", str(error)))
         return None
+    connection.send(("imported",))
     if case is None:  # a worker for a replay: no call before the replayed ones
         return implementation, None
     invariant = by_id(FIRST_CALL)

@@ -187,6 +187,25 @@ def test_exitfirst_on_a_target_that_hangs_gives_its_verdict_in_seconds() -> None
     assert time.monotonic() - start < 60
 
 
+@pytest.mark.heavy
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["check", "check-api"])
+def test_a_target_that_hangs_at_import_is_bounded_by_the_call_timeout(command: str) -> None:
+    # its import is a call of the target: it waited the 120 s a worker may take to start
+    start = time.monotonic()
+    name = (
+        target("hangs_at_import.py") if command == "check" else str(TARGETS / "hangs_at_import.py")
+    )
+    done = run_cli(command, name, "-x", "--call-timeout", "3", "--no-database")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "was still running after 3 s (--call-timeout)" in done.stderr, done.stderr
+    # where it was: the target's own frames, the line that waits first
+    frames = done.stderr.split("it was at (most recent call first):\n")[1].splitlines()
+    assert "hangs_at_import.py" in frames[0] and "_wait_for_peers" in frames[0], frames
+    assert "<module>" in frames[1] and len(frames) == 2, frames
+    assert time.monotonic() - start < 60
+
+
 def test_one_command_checks_the_stack_and_the_api() -> None:
     args = ("-i", "oracle-agreement", "-i", "total-loss-weighted-sum", "--profile", "ci")
     args += ("--max-examples", "10")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import torch
@@ -23,6 +24,7 @@ from properties.reproduction import inputs_after_lines
 from properties.strategies import Domain, loss_cases, make_valid
 from properties.target import Observed, Probe
 from properties.tolerances import computation_dtype, gradient_tolerance
+from spec.parameters import ALPHA
 from spec.terms import OUTPUTS_SECTION
 
 #: calls per input in the determinism check
@@ -150,8 +152,24 @@ def check_inputs_unmodified(probe: Probe, case: LossCase) -> None:
 
 def plain_input(domain: Domain) -> LossCase:
     """The first input every worker gives the target (``EDGE_CASES["plain"]``), in the
-    domain's first dtype, on its device: a target that raises on it cannot be checked."""
-    return replace(EDGE_CASES["plain"].case, dtype=domain.dtypes[0], device=domain.device)
+    domain's first dtype, on its device, and inside a domain narrowed by ``--max-alpha`` or
+    ``--max-loss`` (alpha lowered to its bound, the losses scaled by a power of two): a
+    target that raises on it cannot be checked, so it is an input the target is meant for."""
+    case = EDGE_CASES["plain"].case
+    alpha = min(case.config.token_weight_alpha, domain.max_alpha)
+    largest = max(v for rows in (case.token_nll, case.zfree_token_nll) for r in rows for v in r)
+    # a power of two keeps every value exact in every dtype (they stay normal numbers)
+    scale = 2.0 ** min(0, math.floor(math.log2(domain.max_loss / largest)))
+
+    def scaled(rows: Rows) -> Rows:
+        return tuple(tuple(v * scale for v in row) for row in rows)
+
+    plain = replace(
+        case.with_rows(scaled(case.token_nll), scaled(case.zfree_token_nll), case.mask),
+        dtype=domain.dtypes[0],
+        device=domain.device,
+    )
+    return plain.with_config(**{ALPHA.field: alpha})
 
 
 def check_first_call(probe: Probe, case: LossCase) -> None:

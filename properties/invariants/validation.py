@@ -102,7 +102,20 @@ def bad_value_cases(draw: st.DrawFn, domain: Domain) -> BadInput:
         value = -draw(st.sampled_from([1.0, 0.5, 1e-3]))
     else:
         value = draw(st.sampled_from([math.nan, math.inf, -math.inf]))
-    return BadInput(kind, CORRUPTIONS[kind].make(case, value))
+    return BadInput(kind, one_rule_broken(kind, CORRUPTIONS[kind].make(case, value)))
+
+
+def one_rule_broken(kind: str, broken: LossCase) -> LossCase:
+    """``broken`` with the parameters whose error it is not (``kind``) off the values that are
+    an error with some inputs: a negative b may make a row's bbar 0, which with epsilon = 0
+    is the other error of MATH.md "Errors", and which one a target says first is its own
+    choice."""
+    for parameter in PARAMETERS:
+        repair = parameter.repair
+        undone = repair is not None and getattr(broken.config, parameter.field) == repair.value
+        if undone and kind != repair.error:
+            broken = broken.with_config(**{parameter.field: repair.replacement})
+    return broken
 
 
 def _spec_names(argument: str) -> tuple[str, ...]:
@@ -126,11 +139,13 @@ def _expect_value_error(
     argument: str,
     related: tuple[str, ...] = (),
     rule: tuple[str, ...] = (),
+    either: tuple[str, ...] = (),
 ) -> None:
     """``call()`` raises a ValueError that names ``argument`` as a whole word (the spec's
-    name, or the one the target declares for it) and no other argument of the call but
-    ``related`` (``properties.messages``) and, where ``rule`` is given, says one of its
-    words (case aside): a message about another rule does not count."""
+    name, or the one the target declares for it; or one of ``either``, where they break the
+    rule alike) and no other argument of the call but ``related`` (``properties.messages``)
+    and, where ``rule`` is given, says one of its words (case aside): a message about
+    another rule does not count."""
 
     def violation(message: str) -> InvariantViolation:
         return InvariantViolation(message, case=case, failing=("ValueError",))
@@ -140,7 +155,8 @@ def _expect_value_error(
     try:
         call()
     except ValueError as error:
-        named = naming(str(error), _names(probe, argument), others)
+        names = tuple(name for each in (argument, *either) for name in _names(probe, each))
+        named = naming(str(error), names, others)
         if named.problem is not None:
             declare = (
                 ""
@@ -186,6 +202,8 @@ class TensorError(NamedTuple):
     #: the other tensors the rule relates (a shape, a device they share), which the message
     #: may name too; a rule of one tensor's dtype names that tensor alone
     related: tuple[str, ...] = TENSORS
+    #: every tensor breaks the rule alike (all 3-D, all empty): the message names any of them
+    alike: bool = False
 
 
 def _with_a_two(mask: torch.Tensor) -> torch.Tensor:
@@ -212,6 +230,7 @@ SHAPE_ERRORS: dict[str, TensorError] = {
         "token_nll_{k}, zfree_token_nll_{k}, mask_{k} = "
         "token_nll_{k}[..., None], zfree_token_nll_{k}[..., None], mask_{k}[..., None]",
         _DIMENSIONS,
+        alike=True,
     ),
     "token_nll has another shape than zfree_token_nll and mask": TensorError(
         lambda l, b, m: (torch.cat([l, l], dim=1), b, m),
@@ -279,12 +298,14 @@ SHAPE_ERRORS: dict[str, TensorError] = {
         "token_nll_{k}, zfree_token_nll_{k}, mask_{k} = "
         "token_nll_{k}[:0], zfree_token_nll_{k}[:0], mask_{k}[:0]",
         ("valid", "token", "empty", "select"),
+        alike=True,
     ),
     "mask selects no token of a batch without positions (T = 0)": TensorError(
         lambda l, b, m: (l[:, :0], b[:, :0], m[:, :0]),
         "token_nll_{k}, zfree_token_nll_{k}, mask_{k} = "
         "token_nll_{k}[:, :0], zfree_token_nll_{k}[:, :0], mask_{k}[:, :0]",
         ("valid", "token", "empty", "select"),
+        alike=True,
     ),
 }
 
@@ -315,6 +336,7 @@ def check_bad_tensors(probe: Probe, drawn: BadInput) -> None:
         argument,
         error.related,
         error.rule,
+        TENSORS if error.alike else (),
     )
 
 

@@ -168,3 +168,25 @@ def test_flag_values_keep_each_flag_rule_and_the_invalid_ones_break_it(rule, dat
     assert _keeps(rule, data.draw(flag_texts(rule)))
     assert not any(_keeps(rule, text) for text in invalid_flag_texts(rule))
     assert ("0" in invalid_flag_texts(rule)) == (not RULES[rule].holds(0.0))
+
+
+def test_the_old_constructor_argument_may_be_refused_by_any_error() -> None:
+    # API.md: no constructor argument keeps the old API; which error refuses it is open
+    class ConfigError(Exception):
+        pass
+
+    def refusing(base: type) -> type:
+        class Strict(base):
+            def __init__(self, **values) -> None:
+                if "normalize_reconstruction_loss" in values:
+                    raise ConfigError("normalize_reconstruction_loss was removed")
+                super().__init__(**values)
+
+        Strict.__name__ = Strict.__qualname__ = base.__name__
+        return Strict
+
+    strict = types.SimpleNamespace(**vars(api()))
+    for name in ("ReconstructionLossConfig", "DisentanglementLossConfig"):
+        setattr(strict, name, refusing(getattr(strict, name)))
+    result = run_invariant(by_id("config-no-legacy"), strict, target="t", settings=ACCEPT)
+    assert result.status == "passed", result.failure.message if result.failure else ""

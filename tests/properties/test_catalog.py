@@ -145,3 +145,25 @@ def test_a_named_input_holds_values_its_dtype_represents(where: str, case) -> No
             for value in row:
                 if math.isfinite(value):
                     assert round_to(case.dtype, value) == value, (where, tensor, value)
+
+
+@pytest.mark.parametrize(
+    "narrowed",
+    [{}, {"max_alpha": 1.0}, {"max_alpha": 0.0}, {"max_loss": 1.0}, {"max_loss": 1e-3}],
+    ids=str,
+)
+def test_the_first_call_is_made_on_an_input_of_the_domain(narrowed: dict) -> None:
+    # a target refuses what a narrowed domain leaves out (API.md, "What a target may raise"):
+    # the plain input every worker starts with must be one it is meant for, in every dtype
+    import torch
+
+    from properties.cases import round_to
+    from properties.invariants.contract import plain_input
+    from properties.strategies import Domain
+
+    for dtype in (torch.float64, torch.float32, torch.bfloat16, torch.float16):
+        domain = Domain(dtypes=(dtype,), **narrowed)
+        case = plain_input(domain)
+        assert domain.admits(case), (narrowed, dtype, case)
+        values = [v for rows in (case.token_nll, case.zfree_token_nll) for r in rows for v in r]
+        assert all(round_to(dtype, v) == v for v in values), (dtype, values)

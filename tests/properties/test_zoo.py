@@ -8,12 +8,15 @@ import pytest
 import torch
 from hypothesis import Phase, settings
 
+from properties.cases import LossCase
 from properties.invariants import by_id, select
+from properties.invariants.validation import one_rule_broken
 from properties.profiles import profile_settings
 from properties.runner import run_invariant
 from properties.strategies import Domain
 from properties.zoo import correct, validation, wrong
 from properties.zoo.textbook import fresh_process
+from spec.parameters import EPSILON
 from spec.terms import LOSS_NAMES
 
 #: enough examples to find a wrong implementation; no shrinking, which only matters to
@@ -109,6 +112,31 @@ def test_a_stack_whose_messages_each_name_their_argument_passes_the_validation_g
             invariant, validation.checked_losses, target="checked", settings=ACCEPT
         )
         assert result.status == "passed", result.failure.message if result.failure else ""
+
+
+def test_an_error_may_name_any_tensor_where_all_break_its_rule_alike() -> None:
+    # all three 3-D, all three empty: "mask must be 2-D" names a tensor that breaks it
+    def names_another(token_nll, zfree_token_nll, mask, config):
+        if all(isinstance(t, torch.Tensor) and t.dim() == 3 for t in (token_nll, mask)):
+            raise ValueError("mask must be 2-D [B, T], got 3-D")
+        if isinstance(token_nll, torch.Tensor) and token_nll.dim() == 2 and not mask.numel():
+            raise ValueError("token_nll is empty: no valid token to average")
+        return validation.checked_losses(token_nll, zfree_token_nll, mask, config)
+
+    result = run_invariant(by_id("rejects-bad-tensors"), names_another, target="t", settings=ACCEPT)
+    assert result.status == "passed", result.failure.message if result.failure else ""
+
+
+def test_a_bad_value_breaks_one_rule_at_a_time() -> None:
+    # a negative b can make a row's bbar 0, which with epsilon = 0 is the other error of
+    # MATH.md "Errors": which one a target says first is its own choice, so a drawn input
+    # breaks only the rule its kind names
+    cancelling = LossCase(((1.0, 2.0),), ((-1.0, 1.0),), ((True, True),))
+    cancelling = cancelling.with_config(**{EPSILON.field: 0.0})
+    negative = "negative zfree_token_nll at a valid position"
+    assert one_rule_broken(negative, cancelling).config.example_inverse_surprisal_epsilon > 0
+    kept = one_rule_broken(EPSILON.repair.error, cancelling)
+    assert kept.config.example_inverse_surprisal_epsilon == 0  # that error is the one made
 
 
 def test_validation_invariants_reject_an_implementation_without_validation() -> None:

@@ -74,7 +74,8 @@ class Domain:
             and case.dtype in self.dtypes
             and case.device == self.device
             and getattr(case.config, ALPHA.field) <= self.max_alpha
-            and all(v <= self.max_loss for v in values)
+            # a NaN is no loss above the bound: the validation group's bad values are tried
+            and not any(v > self.max_loss for v in values)
         )
 
     @property

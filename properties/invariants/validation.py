@@ -360,6 +360,24 @@ INVARIANTS = (
                     LossCase(((1.0,), (2.0,)), ((0.5,), (-1.0,)), ((True,), (True,))),
                 ),
             ),
+            # every kind on a small case, every run: a random draw of a few examples need
+            # not meet each of them (a copied check of one tensor passed a run in six)
+            *(
+                NamedInput(
+                    f"bad-values: {kind}",
+                    f"{kind}: each breakage is tried on purpose",
+                    BadInput(
+                        kind,
+                        one_rule_broken(
+                            kind,
+                            corruption.make(
+                                SMALL_CASE, -1.0 if kind.startswith("negative") else math.nan
+                            ),
+                        ),
+                    ),
+                )
+                for kind, corruption in CORRUPTIONS.items()
+            ),
         ),
     ),
     Invariant(

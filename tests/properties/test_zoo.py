@@ -100,7 +100,9 @@ def test_a_bad_tensor_error_must_say_its_rule_not_only_the_argument() -> None:
 def test_each_slip_of_a_message_is_rejected_by_the_invariant_that_names_it(slip: str) -> None:
     invariant_id, description = validation.SLIPS[slip]
     implementation = getattr(validation, slip.replace("-", "_"))
-    result = run_invariant(by_id(invariant_id), implementation, target=slip, settings=REJECT)
+    # by the named inputs alone, which every run tries: a random draw missed one in six
+    named_only = settings(REJECT, phases=[Phase.explicit])
+    result = run_invariant(by_id(invariant_id), implementation, target=slip, settings=named_only)
     assert result.status == "failed", f"{invariant_id} does not reject {slip}: {description}"
     # the report says which argument the message names that it should not
     assert "but names" in result.failure.message, result.failure.message

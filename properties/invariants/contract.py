@@ -161,12 +161,21 @@ def plain_input(domain: Domain) -> LossCase:
     # a power of two keeps every value exact in every dtype (they stay normal numbers)
     scale = 2.0 ** min(0, math.floor(math.log2(domain.max_loss / largest)))
 
+    dtype = domain.dtypes[0]
+    exact = all(
+        round_to(dtype, v * scale) == v * scale
+        for rows in (case.token_nll, case.zfree_token_nll)
+        for row in rows
+        for v in row
+    )
+
     def scaled(rows: Rows) -> Rows:
-        return tuple(tuple(v * scale for v in row) for row in rows)
+        # below what the dtype holds (--max-loss 1e-30 in float16), losses of 0 are the input
+        return tuple(tuple(v * scale if exact else 0.0 for v in row) for row in rows)
 
     plain = replace(
         case.with_rows(scaled(case.token_nll), scaled(case.zfree_token_nll), case.mask),
-        dtype=domain.dtypes[0],
+        dtype=dtype,
         device=domain.device,
     )
     return plain.with_config(**{ALPHA.field: alpha})

@@ -149,7 +149,14 @@ def test_a_named_input_holds_values_its_dtype_represents(where: str, case) -> No
 
 @pytest.mark.parametrize(
     "narrowed",
-    [{}, {"max_alpha": 1.0}, {"max_alpha": 0.0}, {"max_loss": 1.0}, {"max_loss": 1e-3}],
+    [
+        {},
+        {"max_alpha": 1.0},
+        {"max_alpha": 0.0},
+        {"max_loss": 1.0},
+        {"max_loss": 1e-3},
+        {"max_loss": 1e-30},
+    ],
     ids=str,
 )
 def test_the_first_call_is_made_on_an_input_of_the_domain(narrowed: dict) -> None:

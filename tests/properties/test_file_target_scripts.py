@@ -71,6 +71,7 @@ def _ran(replay: subprocess.CompletedProcess) -> None:
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 def test_a_file_targets_script_runs_from_anywhere(tmp_path: Path) -> None:
     project = _layout(tmp_path, {"mylab_losses.py": WRONG_STACK, "recon_adapter.py": ADAPTER})
     done = run_cli(
@@ -88,6 +89,7 @@ def test_a_file_targets_script_runs_from_anywhere(tmp_path: Path) -> None:
 
 
 @pytest.mark.heavy
+@pytest.mark.slow
 def test_an_api_file_targets_script_runs_from_anywhere(tmp_path: Path) -> None:
     project = _layout(tmp_path, {"mylab_api.py": WRONG_API, "recon_api.py": API_ADAPTER})
     done = run_cli(

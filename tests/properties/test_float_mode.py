@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from properties.float_mode import flushes, target_mode
@@ -27,6 +28,8 @@ def test_a_call_runs_in_the_mode_the_target_set_and_the_suite_in_its_own() -> No
     assert not flushes()
 
 
+@pytest.mark.heavy
+@pytest.mark.slow
 def test_a_target_that_turns_on_flush_to_zero_is_judged_on_its_answers() -> None:
     # hypothesis refuses to draw floats where subnormals flush (FloatingPointError): that was
     # reported as the target's failure, with state between calls

@@ -97,13 +97,21 @@ def other_values(case: LossCase) -> LossCase:
     return make_valid(case.with_rows(move(case.token_nll), move(case.zfree_token_nll), case.mask))
 
 
-def _modified(seen: Observed, case: LossCase) -> tuple[str, torch.Tensor, torch.Tensor] | None:
-    """The first input of a call that no longer holds ``case``'s values: its name, what it
-    held, what it holds now; None where all three are as they were."""
+#: why a buffer kept from a call must not be the caller's tensor, for a later call's write
+BUFFER = "; a buffer an implementation keeps from a call is a copy, never the caller's tensor"
+
+
+def assert_unmodified(seen: Observed, case: LossCase, modified: str, why: str = "") -> None:
+    """``InvariantViolation`` where an input of the call ``seen`` no longer holds ``case``'s
+    values: ``modified`` says by what (``{name}`` is the input), ``why`` is added after."""
     for name, used, original in zip(INPUT_NAMES, seen.inputs, case.tensors(), strict=True):
         if not _same(used.detach(), original):
-            return name, original, used.detach()
-    return None
+            raise InvariantViolation(
+                f"{modified.format(name=name)}: it held {original.tolist()} and now holds "
+                f"{used.detach().tolist()}{why}",
+                case=case,
+                failing=(name,),
+            )
 
 
 def check_inputs_unmodified(probe: Probe, case: LossCase) -> None:
@@ -113,15 +121,7 @@ def check_inputs_unmodified(probe: Probe, case: LossCase) -> None:
     "Contract of an implementation")."""
     after = inputs_after_lines(INPUT_NAMES)
     first = probe.call(case, token_nll_requires_grad=True, backward_of=TOTAL, then=after)
-    found = _modified(first, case)
-    if found is not None:
-        name, held, holds = found
-        raise InvariantViolation(
-            f"{name} was modified by the call (forward and backward): it held "
-            f"{held.tolist()} and now holds {holds.tolist()}",
-            case=case,
-            failing=(name,),
-        )
+    assert_unmodified(first, case, "{name} was modified by the call (forward and backward)")
     later = other_values(case)
     second = probe.call(
         later,
@@ -129,25 +129,19 @@ def check_inputs_unmodified(probe: Probe, case: LossCase) -> None:
         backward_of=TOTAL,
         then=(*after, *inputs_after_lines(INPUT_NAMES, call="{before}", label=FIRST_AFTER)),
     )
-    found = _modified(first, case)
-    if found is not None:
-        name, held, holds = found
-        raise InvariantViolation(
-            f"the first call's {name} was modified by a later call (the second, on other values "
-            f"of the same shape): it held {held.tolist()} and now holds {holds.tolist()}; a "
-            "buffer an implementation keeps from a call is a copy, never the caller's tensor",
-            case=case,
-            failing=(name,),
-        )
-    found = _modified(second, later)
-    if found is not None:
-        name, held, holds = found
-        raise InvariantViolation(
-            f"{name} was modified by the second call (forward and backward), on other values "
-            f"of the first one's shape: it held {held.tolist()} and now holds {holds.tolist()}",
-            case=later,
-            failing=(name,),
-        )
+    assert_unmodified(
+        first,
+        case,
+        "the first call's {name} was modified by a later call (the second, on other values "
+        "of the same shape)",
+        BUFFER,
+    )
+    assert_unmodified(
+        second,
+        later,
+        "{name} was modified by the second call (forward and backward), on other values of "
+        "the first one's shape",
+    )
 
 
 def plain_input(domain: Domain) -> LossCase:
@@ -231,16 +225,7 @@ def check_first_call(probe: Probe, case: LossCase) -> None:
     except InvariantViolation as violation:
         violation.state = state
         raise
-    found = _modified(first, case)
-    if found is not None:
-        name, held, holds = found
-        raise InvariantViolation(
-            f"{name} of {where} was modified by the second call: it held {held.tolist()} and "
-            f"now holds {holds.tolist()}; a buffer an implementation keeps from a call is a "
-            "copy, never the caller's tensor",
-            case=case,
-            failing=(name,),
-        )
+    assert_unmodified(first, case, f"{{name}} of {where} was modified by the second call", BUFFER)
 
 
 def _order_sensitive(case: LossCase, max_loss: float) -> LossCase:

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from properties.config import ReconstructionLossConfig
+from properties.layouts import CONTIGUOUS, lay_out
 
 DTYPE_NAMES: dict[torch.dtype, str] = {
     torch.float64: "float64",
@@ -87,12 +88,29 @@ def format_config(config: ReconstructionLossConfig) -> str:
     return f"ReconstructionLossConfig({', '.join(changed)})"
 
 
+#: the inputs of a call, in its order: what a case's ``layouts`` are given for
+INPUT_NAMES = ("token_nll", "zfree_token_nll", "mask")
+ALL_CONTIGUOUS = (CONTIGUOUS,) * len(INPUT_NAMES)
+
+
+def alike_along_a_dimension(rows: Rows | MaskRows) -> bool:
+    """Whether ``rows`` hold one row repeated, or one value per row, NaN alike (what an
+    ``expanded`` layout holds: ``properties.layouts.lay_out``)."""
+    if not rows or not rows[0]:
+        return False
+    keys = tuple(tuple("nan" if v != v else v for v in row) for row in rows)
+    return all(row == keys[0] for row in keys) or all(len(set(row)) == 1 for row in keys)
+
+
 @dataclass(frozen=True)
 class LossCase:
     """Inputs of one call: ``token_nll`` (l), ``zfree_token_nll`` (b), ``mask``, ``config``.
 
     ``mask_dtype`` is ``torch.bool`` or an integer dtype (an integer 0/1 mask, accepted by
-    MATH.md and treated as bool). ``device`` is where the tensors are made.
+    MATH.md and treated as bool). ``device`` is where the tensors are made. ``layouts``
+    gives each input's memory layout (``properties.layouts``, by ``INPUT_NAMES``): the
+    values are the same whatever it is; an ``expanded`` layout that the values do not allow
+    (after rows were changed) is made contiguous.
     """
 
     token_nll: Rows
@@ -102,6 +120,27 @@ class LossCase:
     dtype: torch.dtype = torch.float64
     mask_dtype: torch.dtype = torch.bool
     device: str = "cpu"
+    layouts: tuple[str, ...] = ALL_CONTIGUOUS
+
+    def __post_init__(self) -> None:
+        if self.layouts == ALL_CONTIGUOUS:
+            return
+        rows = (self.token_nll, self.zfree_token_nll, self.mask)
+        allowed = tuple(
+            CONTIGUOUS if layout == "expanded" and not alike_along_a_dimension(values) else layout
+            for layout, values in zip(self.layouts, rows, strict=True)
+        )
+        if allowed != self.layouts:
+            object.__setattr__(self, "layouts", allowed)
+
+    @property
+    def views(self) -> dict[str, str]:
+        """The inputs that are not contiguous, by name, with their layouts."""
+        return {
+            name: layout
+            for name, layout in zip(INPUT_NAMES, self.layouts, strict=True)
+            if layout != CONTIGUOUS
+        }
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -121,6 +160,12 @@ class LossCase:
         token_nll = token_nll.reshape(batch, length)
         zfree = zfree.reshape(batch, length)
         mask = mask.reshape(batch, length)
+        if self.layouts != ALL_CONTIGUOUS:
+            # each a leaf with the view's strides: a gradient may be asked of it
+            token_nll, zfree, mask = (
+                lay_out(tensor, layout).detach()
+                for tensor, layout in zip((token_nll, zfree, mask), self.layouts, strict=True)
+            )
         if requires_grad:
             token_nll.requires_grad_()
         return token_nll, zfree, mask
@@ -158,6 +203,8 @@ class LossCase:
             parts.append(f"mask_dtype={self.mask_dtype}")
         if self.device != "cpu":
             parts.append(f"device={self.device!r}")
+        if self.layouts != ALL_CONTIGUOUS:
+            parts.append(f"layouts={self.layouts!r}")
         return f"LossCase({', '.join(parts)})"
 
     def on_device(self, device: str) -> LossCase:

@@ -22,7 +22,16 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from properties.cases import DTYPE_NAMES, LossCase, MaskRows, Rows, cases_in, map_cases
+from properties.cases import (
+    ALL_CONTIGUOUS,
+    DTYPE_NAMES,
+    LossCase,
+    MaskRows,
+    Rows,
+    cases_in,
+    map_cases,
+)
+from properties.layouts import LAYOUTS
 from properties.strategies import make_valid
 from spec.parameters import PARAMETERS, Parameter
 
@@ -210,6 +219,23 @@ def _parameter_feature(parameter: Parameter) -> Feature:
     )
 
 
+#: the kind of the views' feature
+LAYOUT_KIND = "layout"
+
+
+def _views(case: LossCase) -> str:
+    """The inputs that are views, as a report says them (those of one layout together)."""
+    by_layout: dict[str, list[str]] = {}
+    for name, layout in case.views.items():
+        by_layout.setdefault(layout, []).append(name)
+    views = [
+        f"{', '.join(names[:-1])}{' and ' if len(names) > 1 else ''}{names[-1]} as "
+        f"{LAYOUTS[layout]}"
+        for layout, names in by_layout.items()
+    ]
+    return f"{'; '.join(views)} (a contiguous copy of the same values passes)"
+
+
 def _in_float32(case: LossCase) -> LossCase:
     # every bfloat16 and float16 value is a float32 value: the same numbers, more precision
     return replace(case, dtype=torch.float32)
@@ -279,6 +305,12 @@ FEATURES: tuple[Feature, ...] = (
         describe=lambda case: f"an integer mask ({str(case.mask_dtype).removeprefix('torch.')})",
     ),
     *(_parameter_feature(p) for p in PARAMETERS),
+    Feature(
+        kind=LAYOUT_KIND,
+        present=lambda case: bool(case.views),
+        without=lambda case: replace(case, layouts=ALL_CONTIGUOUS),
+        describe=_views,
+    ),
 )
 
 

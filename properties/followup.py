@@ -30,8 +30,9 @@ from typing import Any
 
 import torch
 
-from properties.cases import LossCase
+from properties.cases import LossCase, cases_in
 from properties.causes import Cause, group
+from properties.features import LAYOUT_KIND
 from properties.runner import InvariantResult, cuts
 from properties.strategies import make_valid
 from properties.supervisor import Supervisor
@@ -83,16 +84,23 @@ def follow_up(
                     found = supervisor.triggers(shown.invariant_id, failure.shown)
                     failure.trigger_kinds = tuple(k for k, _ in found)
                     failure.triggers = tuple(description for _, description in found)
+                    if LAYOUT_KIND in failure.trigger_kinds:
+                        # the same values, contiguous, pass: a variant of the spec's
+                        # formulas that the numbers match does so by coincidence
+                        failure.variants = failure.nan_variants = ()
     return group(list(by_id.values()), order)
 
 
 def _needs_triggers(result: InvariantResult) -> bool:
-    """Whether the cause ``result`` shows is named by no known variant and no state, and
+    """Whether the cause ``result`` shows is named by no known variant and no state, or its
+    input holds a view (whose contiguous copy may pass: the layout outranks a variant), and
     has an input to take features away from (an exception's trigger is worth naming)."""
     failure = result.failure
     if result.status != "failed" or failure is None or failure.shown is None:
         return False
-    return not (failure.variants or failure.state or failure.flaky)
+    if failure.state or failure.flaky:
+        return False
+    return not failure.variants or any(case.views for case in cases_in(failure.shown))
 
 
 #: the invariant a target's state is shown on where it fails there too, by the input's

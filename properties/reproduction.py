@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from properties.cases import DTYPE_NAMES, LossCase, format_config, format_rows
+from properties.cases import DTYPE_NAMES, INPUT_NAMES, LossCase, format_config, format_rows
+from properties.layouts import CONTIGUOUS
 from properties.target import Call, adapted_target, is_file_target, split_target
 
 
@@ -52,19 +54,31 @@ def input_lines(
     token_nll_requires_grad: bool = False,
     zfree_requires_grad: bool = False,
 ) -> list[str]:
-    """``token_nll_k``, ``zfree_token_nll_k`` and ``mask_k`` of ``case``, written out."""
+    """``token_nll_k``, ``zfree_token_nll_k`` and ``mask_k`` of ``case``, written out (a view
+    built by ``properties.layouts.lay_out``, as the check built it)."""
     device = "" if case.device == "cpu" else f", device={case.device!r}"
-    grad = ", requires_grad=True"
     shape = f".reshape({case.shape[0]}, {case.shape[1]})" if 0 in case.shape else ""
-    return [
-        f"token_nll_{k} = torch.tensor({format_rows(case.token_nll)}, "
-        f"dtype={_dtype(case.dtype)}{device}{grad if token_nll_requires_grad else ''})"
-        f"{shape}",
-        f"zfree_token_nll_{k} = torch.tensor({format_rows(case.zfree_token_nll)}, "
-        f"dtype={_dtype(case.dtype)}{device}{grad if zfree_requires_grad else ''}){shape}",
-        f"mask_{k} = torch.tensor({format_rows(case.mask)}, dtype={_dtype(case.mask_dtype)}"
-        f"{device}){shape}",
-    ]
+    made = (
+        (case.token_nll, case.dtype, token_nll_requires_grad),
+        (case.zfree_token_nll, case.dtype, zfree_requires_grad),
+        (case.mask, case.mask_dtype, False),
+    )
+    lines = []
+    for name, layout, (rows, dtype, grad) in zip(INPUT_NAMES, case.layouts, made, strict=True):
+        tensor = f"torch.tensor({format_rows(rows)}, dtype={_dtype(dtype)}{device}"
+        if layout == CONTIGUOUS:
+            value = f"{tensor}{', requires_grad=True' if grad else ''}){shape}"
+        else:  # a leaf with the view's strides, as LossCase.tensors makes it
+            grad_part = ".requires_grad_()" if grad else ""
+            value = f"lay_out({tensor}){shape}, {layout!r}).detach(){grad_part}"
+        lines.append(f"{name}_{k} = {value}")
+    return lines
+
+
+def layout_imports(cases: list[Any]) -> list[str]:
+    """The import the script's views need, where one of its cases (its calls') has one."""
+    views = any(isinstance(case, LossCase) and case.views for case in cases)
+    return ["from properties.layouts import lay_out"] if views else []
 
 
 def render_call(index: int, call: Call) -> list[str]:
@@ -167,6 +181,7 @@ def render(
         "import torch",
         "",
         "from properties.config import ReconstructionLossConfig",
+        *layout_imports([call.case for call in calls]),
         *import_lines(target),
         "",
     ]

@@ -62,6 +62,8 @@ BOUNDED_SHRINK_CALLS = 40
 #: the calls before a failing input that its failure keeps: where the target keeps state
 #: between calls, the shortest run of them that makes the failure again is replayed
 HISTORY_CALLS = 64
+#: the views that fewer rows or columns may make contiguous, and one that stays a view
+KEPT_BY_CUTS = {"transposed": "strided", "expanded": "strided"}
 #: the name of a saved failure among the inputs tried first
 SAVED = "saved"
 
@@ -474,7 +476,13 @@ def _smaller_values(value: Any) -> list[Any]:
     inputs (a valid token left) of fewer cells."""
     if hasattr(value, "with_case"):
         return [value.with_case(smaller) for smaller in _smaller_values(value.case)]
-    return [make_valid(c) if isinstance(c, LossCase) else c for _, c in cuts(value)]
+    smaller = [make_valid(c) if isinstance(c, LossCase) else c for _, c in cuts(value)]
+    # a view a cut can undo (one row transposed is contiguous) also as one no cut undoes
+    return smaller + [
+        replace(c, layouts=tuple(KEPT_BY_CUTS.get(layout, layout) for layout in c.layouts))
+        for c in smaller
+        if isinstance(c, LossCase) and set(c.layouts) & set(KEPT_BY_CUTS)
+    ]
 
 
 def cuts(case: Any) -> list[tuple[tuple[str, int], Any]]:

@@ -18,8 +18,9 @@ from functools import cache
 import torch
 from hypothesis import strategies as st
 
-from properties.cases import LossCase, MaskRows, Rows, round_to
+from properties.cases import LossCase, MaskRows, Rows, alike_along_a_dimension, round_to
 from properties.config import ReconstructionLossConfig
+from properties.layouts import CONTIGUOUS, LAYOUTS
 from properties.options import LARGEST_MAX_LOSS, MIN_POSITIVE_LOSS
 from spec.parameters import ALPHA, EPSILON, PARAMETERS, C, Parameter
 from spec.parameters import COMPARISON_MAX_ALPHA as COMPARISON_MAX_ALPHA  # re-exported
@@ -464,8 +465,18 @@ def loss_cases(
         dtype=dtype,
         mask_dtype=mask_dtype,
         device=domain.device,
+        layouts=tuple(draw(layouts(rows)) for rows in (token_nll, zfree, mask)),
     )
     return make_valid(case)
+
+
+def layouts(rows: Rows | MaskRows) -> st.SearchStrategy[str]:
+    """An input's memory layout (MATH.md, "Inputs": any strided one): contiguous half the
+    time (what it shrinks to), else a view, ``expanded`` where the values allow it."""
+    views = [layout for layout in LAYOUTS if layout not in (CONTIGUOUS, "expanded")]
+    if alike_along_a_dimension(rows):
+        views.append("expanded")
+    return st.one_of(st.just(CONTIGUOUS), st.sampled_from(views))
 
 
 def mean_zfree_loss(case: LossCase) -> float:

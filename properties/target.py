@@ -39,6 +39,7 @@ from properties.gradient_calls import (
     second_order_lines,
     second_order_weights,
 )
+from properties.layouts import storage_of
 from properties.options import ENVIRONMENT_VARIABLE
 from spec.definitions import LOSS_NAMES
 from spec.parameters import PARAMETERS
@@ -295,6 +296,8 @@ class Observed:
     zfree_grad: torch.Tensor | None = None
     #: the keys of the result beyond the eight (outputs-contract rejects them)
     extra: tuple[str, ...] = ()
+    #: every byte of the storage each input views, as it was before the call
+    storages: tuple[torch.Tensor, ...] = ()
 
 
 @dataclass
@@ -358,6 +361,8 @@ class Probe:
         token_nll, zfree, mask = case.tensors(requires_grad=token_nll_requires_grad)
         if zfree_requires_grad:
             zfree.requires_grad_()
+        # a view's buffer is the caller's too: none of its bytes may change (MATH.md)
+        storages = tuple(storage_of(t).clone() for t in (token_nll, zfree, mask))
         call = Call(case, token_nll_requires_grad, zfree_requires_grad, backward_of, then=then)
         with self._calling(call):
             returned = self.implementation(token_nll, zfree, mask, case.config)
@@ -373,7 +378,13 @@ class Probe:
                     )
                 outputs[backward_of].backward()
         return Observed(
-            outputs, (token_nll, zfree, mask), call.values, token_nll.grad, zfree.grad, extra
+            outputs,
+            (token_nll, zfree, mask),
+            call.values,
+            token_nll.grad,
+            zfree.grad,
+            extra,
+            storages,
         )
 
     def values(self, case: LossCase) -> dict[str, float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from properties.api.module import api_parts
 from properties.api.probe import ApiCall, short
-from properties.reproduction import expectation_lines, file_import_lines
+from properties.reproduction import expectation_lines, file_import_lines, layout_imports
 from properties.target import is_file_target
 
 
@@ -65,6 +65,7 @@ def render_api(
         "import numpy",
         "import torch",
         "",
+        *layout_imports([call.case for call in calls]),
         *import_lines(target),
         "",
     ]

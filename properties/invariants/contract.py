@@ -9,7 +9,7 @@ import torch
 from hypothesis import strategies as st
 
 from properties.assertions import assert_tensor_close, assert_values_close, value_table
-from properties.cases import DTYPE_NAMES, LossCase, Rows, round_to
+from properties.cases import DTYPE_NAMES, INPUT_NAMES, LossCase, Rows, round_to
 from properties.invariant import Invariant, InvariantViolation
 from properties.invariants.common import (
     ALL_NAMES,
@@ -19,6 +19,7 @@ from properties.invariants.common import (
     valid_values,
 )
 from properties.invariants.edge_cases import EDGE_CASES, named
+from properties.layouts import LAYOUTS, storage_of
 from properties.oracle import expected
 from properties.reproduction import inputs_after_lines
 from properties.strategies import Domain, loss_cases, make_valid
@@ -72,7 +73,6 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(a, b))
 
 
-INPUT_NAMES = ("token_nll", "zfree_token_nll", "mask")
 #: what the script prints before the first call's inputs as they are after the second call
 FIRST_AFTER = "the first call's inputs after the second call:"
 
@@ -109,6 +109,15 @@ def assert_unmodified(seen: Observed, case: LossCase, modified: str, why: str = 
             raise InvariantViolation(
                 f"{modified.format(name=name)}: it held {original.tolist()} and now holds "
                 f"{used.detach().tolist()}{why}",
+                case=case,
+                failing=(name,),
+            )
+    for name, used, before in zip(INPUT_NAMES, seen.inputs, seen.storages, strict=True):
+        if not torch.equal(storage_of(used), before):
+            layout = LAYOUTS[case.layouts[INPUT_NAMES.index(name)]]
+            raise InvariantViolation(
+                f"{modified.format(name=name)}: its values are as they were, but the buffer "
+                f"it views ({name} is {layout}) was written outside them{why}",
                 case=case,
                 failing=(name,),
             )
@@ -321,7 +330,13 @@ INVARIANTS = (
         spec_refs=("MATH.md#contract-of-an-implementation",),
         strategy=lambda domain: loss_cases(domain),
         check=check_inputs_unmodified,
-        examples=(named("nan-padding"),),
+        examples=(
+            named("nan-padding"),
+            *(
+                named(f"{layout}-views")
+                for layout in ("transposed", "strided", "offset", "expanded")
+            ),
+        ),
         witness="mutates_input",
     ),
     Invariant(

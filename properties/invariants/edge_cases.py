@@ -17,6 +17,7 @@ import torch
 from properties.cases import LossCase
 from properties.config import ReconstructionLossConfig
 from properties.invariant import NamedInput
+from properties.layouts import LAYOUTS
 from spec.parameters import BY_NAME
 from spec.terms import distinct_weights
 
@@ -86,6 +87,42 @@ EDGE_CASES: dict[str, EdgeCase] = {
             zfree_token_nll=((0.0, 0.0), (4.0, 0.0)),
             mask=((True, True), (True, False)),
             config=_config(alpha=2.0, epsilon=0.5),
+        ),
+    ),
+    "zero-base-row-with-padding": EdgeCase(
+        "A row whose valid b are all 0, beside a padded position: its uniform shares run over "
+        "its valid positions alone (1/2 each here, not 1/3).",
+        LossCase(
+            token_nll=((1.0, 2.0, 5.0),),
+            zfree_token_nll=((0.0, 0.0, 3.0),),
+            mask=((True, True, False),),
+            config=_config(),
+        ),
+    ),
+    **{
+        f"{layout}-views": EdgeCase(
+            f"Every input as {LAYOUTS[layout]}: a kernel that reads its data pointer as if "
+            "it were contiguous, or writes into the view's buffer, is right on contiguous "
+            "inputs alone.",
+            LossCase(
+                token_nll=((1.0, 3.0, NAN), (2.0, 5.0, 4.0)),
+                zfree_token_nll=((0.5, 2.0, INF), (1.5, 1.0, 3.0)),
+                mask=((True, True, False), (True, True, True)),
+                config=_config(),
+                layouts=(layout,) * 3,
+            ),
+        )
+        for layout in ("transposed", "strided", "offset")
+    },
+    "expanded-views": EdgeCase(
+        "Every input a stride-0 view (rows alike: the mask of whole rows, a repeated row of "
+        "b): one row of memory read for every example.",
+        LossCase(
+            token_nll=((1.0, 3.0, 2.0), (1.0, 3.0, 2.0)),
+            zfree_token_nll=((0.5, 2.0, 1.0), (0.5, 2.0, 1.0)),
+            mask=((True, True, True), (True, True, True)),
+            config=_config(),
+            layouts=("expanded",) * 3,
         ),
     ),
     "empty-row": EdgeCase(

@@ -110,6 +110,7 @@ INVARIANTS = (
         spec_refs=("alpha1-linear-shares",),
         strategy=lambda domain: loss_cases(domain, alpha=1.0),
         check=check_alpha_one,
+        examples=(named("zero-base-row-with-padding"),),
         witness="shares_over_padding",
     ),
     Invariant(

@@ -10,6 +10,7 @@ from properties.features import has_zero_base_row
 from properties.invariant import Invariant
 from properties.invariants.common import ALL_NAMES, tolerance
 from properties.invariants.edge_cases import named
+from properties.layouts import VIEW_LAYOUTS
 from properties.oracle import expected
 from properties.strategies import Domain, logits_cases, loss_cases
 from properties.target import Probe
@@ -50,12 +51,14 @@ INVARIANTS = (
                 "alpha0-zero-surprisal",
                 "tiny-alpha-zero-surprisal",
                 "all-zero-surprisal-row",
+                "zero-base-row-with-padding",
                 "empty-row",
                 "single-token-rows",
                 "huge-alpha-float32",
                 "ties-at-max",
                 "large-epsilon-tiny-scale",
                 "tail-share-float32",
+                *(f"{layout}-views" for layout in VIEW_LAYOUTS),
             )
         ),
         witness="global_token_mean",

@@ -34,6 +34,8 @@ NAMED_AS: dict[str, tuple[str, ...]] = {
     "zfree_cached_by_shape": ("keeps state between calls",),
     "zfree_running_buffer": ("modified by a later call",),
     "lazy_first_call": ("the first call of a fresh process",),
+    "contiguous_assumed": ("contiguous copy of the same values passes",),
+    "writes_noncontiguous_input": ("was modified by the call",),
     # the fused stack, one slip in its backward each
     "fused_total_weights_only": ("d reconstruction_loss/d l", "differentiated alone"),
     "fused_term_gradient_scaled": ("/d l_it",),

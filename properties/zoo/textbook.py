@@ -7,6 +7,8 @@ wrong implementations of ``properties.zoo.wrong`` are this function with one mis
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from torch import Tensor
 
@@ -65,6 +67,10 @@ MISTAKES: dict[str, str] = {
     "of its shape",
     "lazy-first-call": "the first call of a process returns its warm-up pass, run before the "
     "config was read (with c = 1): every later call is right",
+    "contiguous-assumed": "each input's data is read as if it were contiguous from the start "
+    "of its storage (its strides and storage offset ignored, as a kernel given data_ptr())",
+    "writes-noncontiguous-input": "padding is zeroed in place in token_nll when it arrives as "
+    "a view (the contiguous path copies first)",
 }
 
 
@@ -117,6 +123,13 @@ def textbook_losses(
 ) -> dict[str, Tensor]:
     if mistake is not None and mistake not in MISTAKES:
         raise ValueError(f"unknown mistake {mistake!r}")
+    if mistake == "contiguous-assumed":  # the strides and storage offset of a view ignored
+        token_nll, zfree_token_nll, mask = (
+            torch.as_strided(x, x.shape, (x.shape[1], 1), 0)
+            for x in (token_nll, zfree_token_nll, mask)
+        )
+    if mistake == "writes-noncontiguous-input" and not token_nll.is_contiguous():
+        token_nll.data.masked_fill_(~mask.bool(), 0.0)
     mask = mask.bool()
     if mistake == "right-padding-assumed":
         mask = torch.arange(mask.shape[1], device=mask.device) < mask.sum(1, keepdim=True)
@@ -340,6 +353,14 @@ SMALLEST: dict[str, Smallest] = {
     ),
     "zfree-running-buffer": Smallest(
         "inputs-unmodified", loss_case([[1.0]], [[1.0]], [[True]]), ANY_INPUT
+    ),
+    "contiguous-assumed": Smallest(
+        "oracle-agreement", replace(ONE_CELL, layouts=("offset",) * 3), ANY_INPUT
+    ),
+    "writes-noncontiguous-input": Smallest(
+        "inputs-unmodified",
+        replace(loss_case([[1.0, 1.0]], [[0.0, 0.0]], [[True, False]]), layouts=("strided",) * 3),
+        PADDED,
     ),
     "lazy-first-call": Smallest(
         "first-call",

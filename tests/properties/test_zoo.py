@@ -185,3 +185,19 @@ def test_the_bundled_implementation_conforms(invariant) -> None:
         settings=profile_settings("ci"),
     )
     assert result.status != "failed", result.failure.message if result.failure else ""
+
+
+def test_a_write_into_the_buffer_a_view_shares_is_a_modified_input() -> None:
+    # MATH.md, "Contract": no storage an input shares is written, a view's room included
+    def writes_the_room(token_nll, zfree_token_nll, mask, config):
+        storage = torch.empty(0, dtype=token_nll.dtype).set_(token_nll.untyped_storage())
+        if token_nll.storage_offset() > 0:  # a view with room before its values
+            storage.data[0] = 0.0
+        return correct.textbook_losses(token_nll, zfree_token_nll, mask, config)
+
+    named_only = settings(REJECT, phases=[Phase.explicit])
+    result = run_invariant(
+        by_id("inputs-unmodified"), writes_the_room, target="t", settings=named_only
+    )
+    assert result.status == "failed", result
+    assert "the buffer it views" in result.failure.message, result.failure.message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 import torch
@@ -123,20 +124,36 @@ def assert_unmodified(seen: Observed, case: LossCase, modified: str, why: str = 
             )
 
 
-def check_inputs_unmodified(probe: Probe, case: LossCase) -> None:
-    """Two calls, the second on other values of the same shape and dtype: each call leaves
-    its inputs as they were (forward and backward), and the second leaves the first's too,
-    as a target that keeps a buffer from a call without copying it would not (MATH.md,
-    "Contract of an implementation")."""
+def two_calls(
+    probe: Probe, case: LossCase, between: Callable[[Observed], None] = lambda first: None
+) -> tuple[Observed, LossCase, Observed]:
+    """A call on ``case`` (forward and backward), ``between`` on what it gave, then a call
+    on ``other_values(case)``: what each gave, and the second's input; the script prints
+    each call's inputs after it, and the first's after the second too."""
     after = inputs_after_lines(INPUT_NAMES)
     first = probe.call(case, token_nll_requires_grad=True, backward_of=TOTAL, then=after)
-    assert_unmodified(first, case, "{name} was modified by the call (forward and backward)")
+    between(first)
     later = other_values(case)
     second = probe.call(
         later,
         token_nll_requires_grad=True,
         backward_of=TOTAL,
         then=(*after, *inputs_after_lines(INPUT_NAMES, call="{before}", label=FIRST_AFTER)),
+    )
+    return first, later, second
+
+
+def check_inputs_unmodified(probe: Probe, case: LossCase) -> None:
+    """Two calls, the second on other values of the same shape and dtype: each call leaves
+    its inputs as they were (forward and backward), and the second leaves the first's too,
+    as a target that keeps a buffer from a call without copying it would not (MATH.md,
+    "Contract of an implementation")."""
+    first, later, second = two_calls(
+        probe,
+        case,
+        lambda first: assert_unmodified(
+            first, case, "{name} was modified by the call (forward and backward)"
+        ),
     )
     assert_unmodified(
         first,
@@ -192,15 +209,7 @@ def check_first_call(probe: Probe, case: LossCase) -> None:
     (``properties/worker.py``): a target wrong only until something it sets up lazily is
     set (a cache, a workspace, an autotuned kernel) is caught there, and a buffer kept from
     a process's first call too. Run anywhere else it checks an ordinary pair of calls."""
-    after = inputs_after_lines(INPUT_NAMES)
-    first = probe.call(case, token_nll_requires_grad=True, backward_of=TOTAL, then=after)
-    later = other_values(case)
-    second = probe.call(
-        later,
-        token_nll_requires_grad=True,
-        backward_of=TOTAL,
-        then=(*after, *inputs_after_lines(INPUT_NAMES, call="{before}", label=FIRST_AFTER)),
-    )
+    first, later, second = two_calls(probe, case)
     wrong_later, _ = value_table(second.values, expected(later).values, ALL_NAMES, tolerance(later))
     # where the second call is right, only the first is wrong: state the process starts with
     state = (

@@ -104,10 +104,29 @@ def assert_tensor_close(
         raise InvariantViolation(
             f"{what}: {int(bad.sum())} of {bad.numel()} entries differ, first at {list(index)}: "
             f"observed {_fmt(float(observed[index]))}, expected {_fmt(float(expected[index]))} "
-            f"(allowed |diff| {allowed:.3g})\n  observed {observed.tolist()}\n"
-            f"  expected {expected.tolist()}",
+            f"(allowed |diff| {allowed:.3g})\n{_entries(observed, expected, bad)}",
             case=case,
             failing=failing,
             # a NaN or inf entry where the closed form is finite
             non_finite=failing if bool((~observed.isfinite() & expected.isfinite()).any()) else (),
         )
+
+
+#: the most entries a message lists; a larger tensor is shown by its differing entries
+SHOWN_ENTRIES = 64
+
+
+def _entries(observed: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor) -> str:
+    """Both tensors whole where they are small, else the first differing entries (a
+    gradient at T = 65536 is no list to read)."""
+    if observed.numel() <= SHOWN_ENTRIES:
+        return f"  observed {observed.tolist()}\n  expected {expected.tolist()}"
+    where = bad.nonzero()[:8].tolist()
+    shown = ", ".join(
+        f"{index}: {_fmt(float(observed[tuple(index)]))} (expected "
+        f"{_fmt(float(expected[tuple(index)]))})"
+        for index in where
+    )
+    rows = sorted({index[0] for index in bad.nonzero().tolist()}) if bad.dim() == 2 else []
+    at_rows = f" in rows {rows[:8]}{' ...' if len(rows) > 8 else ''}" if rows else ""
+    return f"  differing entries{at_rows}, the first: {shown}"

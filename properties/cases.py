@@ -243,6 +243,12 @@ def cases_in(value: Any) -> list[LossCase]:
 
 
 def on_device(value: Any, device: str) -> Any:
-    """``value`` with every ``LossCase`` in it made on ``device``: a named edge case,
-    written for the CPU, runs where the run's inputs do."""
+    """``value`` with every case in it made on ``device``: a named edge case, written for
+    the CPU, runs where the run's inputs do. A ``ScaleCase`` (``properties.scale``) moves
+    itself, alone or as a record's ``case``."""
+    if not isinstance(value, LossCase) and hasattr(value, "on_device"):
+        return value.on_device(device)
+    inner = getattr(value, "case", None)
+    if dataclasses.is_dataclass(value) and not isinstance(inner, (LossCase, type(None))):
+        return replace(value, case=on_device(inner, device))
     return map_cases(value, lambda case: case.on_device(device))

@@ -124,7 +124,7 @@ def _check_suites(args: argparse.Namespace, parts: list) -> int:
     from properties.api.module import api_parts, api_target_name
     from properties.invariants import by_id, select
     from properties.invariants.contract import plain_input
-    from properties.options import domain_from
+    from properties.options import domain_from, domain_options
     from properties.target import (
         TargetLoadError,
         adapted_target,
@@ -148,9 +148,7 @@ def _check_suites(args: argparse.Namespace, parts: list) -> int:
         invariants = select(stack_names, include_opt_in=args.with_validation)
     except KeyError as error:
         raise NotChecked(USAGE_ERROR, error.args[0]) from None
-    domain = domain_from(
-        max_alpha=args.max_alpha, max_loss=args.max_loss, dtypes=args.dtypes, device=args.device
-    )
+    domain = domain_from(**domain_options(args))
     plain = plain_input(domain)
     suites: dict[str, int | None] = {}  # each suite's command -> its status (None: not run)
     if args.api is None or not args.invariant or stack_names:
@@ -310,7 +308,7 @@ def _check_api(args: argparse.Namespace, parts: list | None = None) -> int:
         return _with_reports(args, _check_api)
     from properties.api import by_id, select, skipped_by
     from properties.api.module import api_target_name
-    from properties.options import domain_from
+    from properties.options import domain_from, domain_options
     from properties.target import TargetLoadError
 
     try:
@@ -321,9 +319,7 @@ def _check_api(args: argparse.Namespace, parts: list | None = None) -> int:
         invariants = select(args.invariant, include_opt_in=args.with_logits)
     except KeyError as error:
         raise NotChecked(USAGE_ERROR, error.args[0], "check-api") from None
-    domain = domain_from(
-        max_alpha=args.max_alpha, max_loss=args.max_loss, dtypes=args.dtypes, device=args.device
-    )
+    domain = domain_from(**domain_options(args))
     skip = tuple(args.skip or ())
     skipped = {i.id for i in invariants if skipped_by(i, skip)}
     return _run(
@@ -357,6 +353,7 @@ def _run(
     from properties import report
     from properties.database import run_storage
     from properties.followup import follow_up
+    from properties.options import SIZE_OPTIONS
     from properties.outputs import Part
     from properties.profiles import default_profile, profile_settings
     from properties.runner import InvariantResult, invariant_seed
@@ -378,6 +375,7 @@ def _run(
         "max-examples": settings.max_examples,
         "max-alpha": args.max_alpha,
         "max-loss": args.max_loss,
+        **{name: getattr(args, name.replace("-", "_")) for name in SIZE_OPTIONS},
         "dtypes": args.dtypes,
         "device": args.device,
     }

@@ -25,6 +25,7 @@ GROUPS: tuple[str, ...] = (
     "invariance",
     "gradients",
     "numerics",
+    "scale",
     "validation",
 )
 
@@ -111,6 +112,9 @@ class Invariant:
     #: references that fit a failure only where its input has something: (reference,
     #: whether the input shown has it); a report cites them there alone
     refs_when: tuple[tuple[str, Callable[[Any], bool]], ...] = field(default=())
+    #: the share of the profile's examples it draws (its inputs may cost a hundred small
+    #: ones each: the scale invariants'); its edge cases are tried whatever it is
+    example_share: float = 1.0
 
     def __post_init__(self) -> None:
         if self.group not in self.known_groups:

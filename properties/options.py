@@ -164,6 +164,22 @@ RUN_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
             "(the default)",
         ),
     ),
+    *(
+        (
+            f"max-{name}",
+            dict(
+                type=positive_int,
+                metavar="N",
+                help=f"largest {what} the scale invariants draw (default: {default}); "
+                "the other invariants draw at most 8",
+            ),
+        )
+        for name, what, default in (
+            ("length", "row length T", "65536"),
+            ("batch", "batch size B", "256"),
+            ("positions", "number of positions B x T of one call", "1048576"),
+        )
+    ),
     (
         "dtypes",
         dict(
@@ -193,21 +209,59 @@ RUN_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 
 #: the options that change what is drawn (and so belong in a command that repeats a run)
-DRAW_OPTIONS = ("profile", "seed", "max-examples", "max-alpha", "max-loss", "dtypes", "device")
+DRAW_OPTIONS = (
+    "profile",
+    "seed",
+    "max-examples",
+    "max-alpha",
+    "max-loss",
+    "max-length",
+    "max-batch",
+    "max-positions",
+    "dtypes",
+    "device",
+)
+#: the options of the sizes the scale invariants draw: None (not given) is the default
+SIZE_OPTIONS = ("max-length", "max-batch", "max-positions")
 
 
-def domain_from(*, max_alpha: float, max_loss: float, dtypes: str, device: str):
-    """The domain (``properties.strategies.Domain``) the run options describe."""
+def domain_from(
+    *,
+    max_alpha: float,
+    max_loss: float,
+    dtypes: str,
+    device: str,
+    max_length: int | None = None,
+    max_batch: int | None = None,
+    max_positions: int | None = None,
+):
+    """The domain (``properties.strategies.Domain``) the run options describe; a size not
+    given is the default (``properties.scale``). The invariants of small batches draw at
+    most 8 rows and positions, and never more than the sizes given."""
     import torch
 
-    from properties.strategies import Domain
+    from properties.strategies import DEFAULT_DOMAIN, Domain
 
+    length = DEFAULT_DOMAIN.scale_length if max_length is None else max_length
+    batch = DEFAULT_DOMAIN.scale_batch if max_batch is None else max_batch
+    positions = DEFAULT_DOMAIN.scale_positions if max_positions is None else max_positions
     return Domain(
+        max_batch=min(DEFAULT_DOMAIN.max_batch, batch),
+        max_length=min(DEFAULT_DOMAIN.max_length, length),
         max_alpha=max_alpha,
         max_loss=max_loss,
         dtypes=tuple(getattr(torch, name) for name in dtypes.split(",")),
         device=device,
+        scale_length=length,
+        scale_batch=batch,
+        scale_positions=positions,
     )
+
+
+def domain_options(args: Any) -> dict[str, Any]:
+    """The keyword arguments of ``domain_from`` in parsed options (``args.max_alpha``, ...)."""
+    names = ("max-alpha", "max-loss", "dtypes", "device", *SIZE_OPTIONS)
+    return {name.replace("-", "_"): getattr(args, name.replace("-", "_")) for name in names}
 
 
 def rerun_command(

@@ -187,7 +187,7 @@ class _RunContext:
         from properties.api.module import api_target_name
         from properties.database import run_storage
         from properties.invariants.contract import plain_input
-        from properties.options import domain_from
+        from properties.options import SIZE_OPTIONS, domain_from
         from properties.profiles import default_profile, profile_settings, run_settings
         from properties.supervisor import Supervisor
         from properties.target import target_name
@@ -215,11 +215,14 @@ class _RunContext:
         seed = option("--recon-seed")
         self.seed = seed if seed is not None else option("hypothesis_seed", None)
         self.dtypes = option("--recon-dtypes")
+        #: the sizes given (None: the default), as a rerun repeats them
+        self._sizes = {name: option(f"--recon-{name}") for name in SIZE_OPTIONS}
         self.domain = domain_from(
             max_alpha=option("--recon-max-alpha"),
             max_loss=option("--recon-max-loss"),
             dtypes=self.dtypes,
             device=option("--recon-device"),
+            **{name.replace("-", "_"): value for name, value in self._sizes.items()},
         )
         self.validation = option("--recon-validation")
         self.no_database = option("--recon-no-database")
@@ -247,6 +250,7 @@ class _RunContext:
             "max-examples": self.settings.max_examples,
             "max-alpha": self.domain.max_alpha,
             "max-loss": self.domain.max_loss,
+            **self._sizes,
             "dtypes": self.dtypes,
             "device": self.domain.device,
         }

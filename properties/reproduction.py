@@ -7,6 +7,7 @@ from typing import Any
 
 from properties.cases import DTYPE_NAMES, INPUT_NAMES, LossCase, format_config, format_rows
 from properties.layouts import CONTIGUOUS
+from properties.scale import ScaleCase
 from properties.target import Call, adapted_target, is_file_target, split_target
 
 
@@ -55,7 +56,14 @@ def input_lines(
     zfree_requires_grad: bool = False,
 ) -> list[str]:
     """``token_nll_k``, ``zfree_token_nll_k`` and ``mask_k`` of ``case``, written out (a view
-    built by ``properties.layouts.lay_out``, as the check built it)."""
+    built by ``properties.layouts.lay_out``, as the check built it); a ``ScaleCase`` built
+    from its description (``properties.scale``)."""
+    if isinstance(case, ScaleCase):
+        return case.construction_lines(
+            k,
+            token_nll_requires_grad=token_nll_requires_grad,
+            zfree_requires_grad=zfree_requires_grad,
+        )
     device = "" if case.device == "cpu" else f", device={case.device!r}"
     shape = f".reshape({case.shape[0]}, {case.shape[1]})" if 0 in case.shape else ""
     made = (
@@ -77,7 +85,7 @@ def input_lines(
 
 def layout_imports(cases: list[Any]) -> list[str]:
     """The import the script's views need, where one of its cases (its calls') has one."""
-    views = any(isinstance(case, LossCase) and case.views for case in cases)
+    views = any(isinstance(case, (LossCase, ScaleCase)) and case.views for case in cases)
     return ["from properties.layouts import lay_out"] if views else []
 
 

@@ -23,6 +23,7 @@ failing implementation gets its verdict about as fast as a passing one.
 from __future__ import annotations
 
 import inspect
+import math
 import pickle
 import random
 import time
@@ -53,6 +54,7 @@ from properties.diagnosis import diagnose_violation
 from properties.escapes import TargetRaised
 from properties.features import features_of
 from properties.invariant import Invariant, InvariantViolation, NamedInput
+from properties.scale import ScaleCase, scale_cases_in
 from properties.strategies import DEFAULT_DOMAIN, Domain, make_valid
 from properties.target import CallObserver, ContractViolation, Implementation, Probe
 from spec.terms import TOTAL
@@ -137,7 +139,7 @@ class Failure:
     @property
     def shape(self) -> tuple[int, int] | None:
         """``(B, T)`` of the shown input (the largest, for an input of several batches)."""
-        cases = cases_in(self.shown)
+        cases = [*cases_in(self.shown), *scale_cases_in(self.shown)]
         return max((case.shape for case in cases), key=lambda s: s[0] * s[1]) if cases else None
 
 
@@ -310,6 +312,9 @@ def run_invariant(
         failure = Failure(missing, "", "", shrunk=False)
         return InvariantResult(invariant.id, "not checked", 0, 0.0, failure)
     start = time.perf_counter()
+    if invariant.example_share != 1.0:
+        share = math.ceil(settings.max_examples * invariant.example_share)
+        settings = hypothesis.settings(settings, max_examples=max(1, share))
     used_seed = invariant_seed(invariant, seed, settings)
     store = FailureStore(use_database, invariant.id, target, domain.device)
     phases = set(settings.phases)
@@ -323,7 +328,7 @@ def run_invariant(
     explicit = tuple(
         named
         for named in (*saved, *edge_cases)
-        if not isinstance(named.case, LossCase) or domain.admits(named.case)
+        if not isinstance(named.case, (LossCase, ScaleCase)) or domain.admits(named.case)
     )
     # a saved input this run's domain leaves out (--max-loss, --dtypes) is kept for another
     saved = tuple(named for named in saved if any(named is e for e in explicit))

@@ -29,6 +29,16 @@ from properties.cases import (
 from properties.config import ReconstructionLossConfig
 from properties.layouts import CONTIGUOUS, LAYOUTS
 from properties.options import LARGEST_MAX_LOSS, MIN_POSITIVE_LOSS
+from properties.scale import (
+    MAX_BATCH,
+    MAX_LENGTH,
+    MAX_POSITIONS,
+    RowSpan,
+    ScaleCase,
+    row_spans,
+    scale_sizes,
+    scale_values,
+)
 from spec.parameters import ALPHA, EPSILON, PARAMETERS, C, Parameter
 from spec.parameters import COMPARISON_MAX_ALPHA as COMPARISON_MAX_ALPHA  # re-exported
 from spec.parameters import MIN_POSITIVE_EPSILON as MIN_POSITIVE_EPSILON  # re-exported
@@ -65,9 +75,15 @@ class Domain:
     max_alpha: float = math.inf
     dtypes: tuple[torch.dtype, ...] = ALL_DTYPES
     device: str = "cpu"
+    #: the largest T, B and B x T the scale invariants draw (``properties.scale``)
+    scale_length: int = MAX_LENGTH
+    scale_batch: int = MAX_BATCH
+    scale_positions: int = MAX_POSITIONS
 
-    def admits(self, case: LossCase) -> bool:
+    def admits(self, case: LossCase | ScaleCase) -> bool:
         """Whether ``case`` lies in this domain (edge cases outside it are not tried)."""
+        if isinstance(case, ScaleCase):
+            return self._admits_at_scale(case)
         batch, length = case.shape
         values = [
             v
@@ -84,6 +100,19 @@ class Domain:
             and getattr(case.config, ALPHA.field) <= self.max_alpha
             # a NaN is no loss above the bound: the validation group's bad values are tried
             and not any(v > self.max_loss for v in values)
+        )
+
+    def _admits_at_scale(self, case: ScaleCase) -> bool:
+        batch, length = case.shape
+        return (
+            batch <= self.scale_batch
+            and length <= self.scale_length
+            and batch * length <= self.scale_positions
+            and case.dtype in self.dtypes
+            and case.device == self.device
+            and getattr(case.config, ALPHA.field) <= self.max_alpha
+            and case.token_nll.largest <= self.max_loss
+            and case.zfree_token_nll.largest <= self.max_loss
         )
 
     @property
@@ -564,3 +593,67 @@ def logits_cases(
         device=domain.device,
     )
     return make_valid(case)
+
+
+# ---------------------------------------------------------------------------------------
+# Inputs at training sizes (properties.scale)
+
+
+def _scale_layouts(draw: st.DrawFn, case: ScaleCase) -> tuple[str, ...]:
+    """Each input's layout, as ``case_layouts`` draws them: expanded where the values and
+    the mask repeat along the rows."""
+    if not draw(st.booleans()):
+        return ALL_CONTIGUOUS
+    rows_alike = len(case.spans) == 1 and case.dropped_from is None
+    alike = (
+        rows_alike and case.token_nll.alike_along_rows,
+        rows_alike and case.zfree_token_nll.alike_along_rows,
+        rows_alike,
+    )
+    views = [layout for layout in LAYOUTS if layout not in (CONTIGUOUS, "expanded")]
+    return tuple(
+        draw(st.sampled_from([CONTIGUOUS, *views, *(["expanded"] if ok else [])])) for ok in alike
+    )
+
+
+def scale_valid(case: ScaleCase) -> ScaleCase:
+    """``case`` as an input the spec accepts: a valid position somewhere (else every row
+    valid), and epsilon's repair where a kept example has only zero z-free losses."""
+    _, zfree, mask = case.tensors()
+    if not bool(mask.any()):
+        case = replace(case, spans=(RowSpan(),), dropped_from=None)
+        _, zfree, mask = case.tensors()
+    repair = EPSILON.repair
+    assert repair is not None
+    if getattr(case.config, EPSILON.field) == repair.value:
+        kept = mask.bool().any(dim=1)
+        zero_base = kept & ~(mask.bool() & (zfree != 0)).any(dim=1)
+        if bool(zero_base.any()):
+            case = replace(case, config=replace(case.config, **{EPSILON.field: repair.replacement}))
+    return case
+
+
+@st.composite
+def scale_cases(
+    draw: st.DrawFn, domain: Domain = DEFAULT_DOMAIN, dtypes: tuple[torch.dtype, ...] = ()
+) -> ScaleCase:
+    """A batch at training sizes (``properties.scale``): T up to ``domain.scale_length``, B
+    up to ``domain.scale_batch``, B x T up to ``domain.scale_positions``, each around a
+    power of two half the time; rows valid in a few patterns; values constant or dense,
+    with runs and spikes; any padding value, config, dtype and layout."""
+    length = draw(scale_sizes(1, domain.scale_length))
+    batch = draw(scale_sizes(1, max(1, min(domain.scale_batch, domain.scale_positions // length))))
+    max_loss = domain.max_loss
+    case = ScaleCase(
+        batch,
+        length,
+        draw(scale_values(batch, length, max_loss)),
+        draw(scale_values(batch, length, max_loss)),
+        tuple(draw(st.lists(row_spans(length), min_size=1, max_size=3))),
+        padding=draw(st.sampled_from(PADDING_VALUES)),
+        config=draw(configs(domain)),
+        dtype=draw(st.sampled_from(dtypes or domain.dtypes)),
+        device=domain.device,
+    )
+    case = replace(case, layouts=_scale_layouts(draw, case))
+    return scale_valid(case)

@@ -101,12 +101,30 @@ def share_amplification(case: LossCase) -> float:
         return 1.0
     row_sum_l = math.fsum(math.fsum(l) for l, _ in rows) / len(rows)
     row_sum_b = math.fsum(math.fsum(b) for _, b in rows) / len(rows)
-    cfg = case.config
+    return amplification(row_sum_l, row_sum_b, case.shape[1], case.config)
+
+
+def amplification(row_sum_l: float, row_sum_b: float, length: int, config) -> float:
+    """M of the module docstring from ``S_l`` and ``S_b``, the mean over kept examples of the
+    row sums of |l| and b, the padded length and the config."""
     share_weights = 1.0 + sum(
-        getattr(cfg, term.weight_field) for term in TERMS if term.policy == "shares"
+        getattr(config, term.weight_field) for term in TERMS if term.policy == "shares"
     )
-    inverse_scale = 1.0 + 1.0 / cfg.zfree_reference_scale
-    return 1.0 + case.shape[1] + row_sum_b + share_weights * row_sum_l * inverse_scale
+    inverse_scale = 1.0 + 1.0 / config.zfree_reference_scale
+    return 1.0 + length + row_sum_b + share_weights * row_sum_l * inverse_scale
+
+
+def tolerance_from(
+    dtype: torch.dtype, *, length: int, alpha: float, amplification: float, oracle: float = 0.0
+) -> Tolerance:
+    """The tolerance of every output: the rounding bound of :func:`output_tolerance`, plus
+    the underflow allowance of the module docstring for share amplification M, plus
+    ``oracle``, the relative error bound of the reference compared with (0 for the 50-digit
+    oracle; ``spec.array_oracle.relative_error_bound`` for the one at training sizes)."""
+    relative = output_tolerance(dtype, length=length, alpha=alpha)
+    eta = underflow_unit(computation_dtype(dtype))
+    atol = eta * (BASE + PER_TOKEN * length) * amplification
+    return Tolerance(rtol=relative.rtol + oracle, atol=atol)
 
 
 def case_tolerance(case: LossCase, *, alpha: float | None = None) -> Tolerance:
@@ -114,11 +132,9 @@ def case_tolerance(case: LossCase, *, alpha: float | None = None) -> Tolerance:
     :func:`output_tolerance` plus the underflow allowance of the module docstring."""
     if alpha is None:
         alpha = case.config.token_weight_alpha
-    length = case.shape[1]
-    relative = output_tolerance(case.dtype, length=length, alpha=alpha)
-    eta = underflow_unit(computation_dtype(case.dtype))
-    atol = eta * (BASE + PER_TOKEN * length) * share_amplification(case)
-    return Tolerance(rtol=relative.rtol, atol=atol)
+    return tolerance_from(
+        case.dtype, length=case.shape[1], alpha=alpha, amplification=share_amplification(case)
+    )
 
 
 def gradient_tolerance(input_dtype: torch.dtype, *, length: int, alpha: float) -> Tolerance:

@@ -13,6 +13,7 @@ from properties.invariants import (
     identities,
     invariance,
     numerics,
+    scale,
     validation,
     values,
 )
@@ -27,6 +28,7 @@ INVARIANTS: tuple[Invariant, ...] = tuple(
             *invariance.INVARIANTS,
             *gradients.INVARIANTS,
             *numerics.INVARIANTS,
+            *scale.INVARIANTS,
             *validation.INVARIANTS,
         ),
         key=lambda invariant: GROUPS.index(invariant.group),

@@ -12,7 +12,10 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
+from properties.config import ReconstructionLossConfig
 from properties.invariants.edge_cases import EDGE_CASES
+from properties.invariants.scale import AcrossThreshold
+from properties.scale import RowSpan, ScaleCase, Values
 from properties.zoo.smallest import (
     ANY_INPUT,
     EMPTY_ROW,
@@ -21,6 +24,7 @@ from properties.zoo.smallest import (
     PADDED,
     TWO_ROWS,
     TWO_TOKENS,
+    WEIGHTS,
     Smallest,
     loss_case,
 )
@@ -71,7 +75,25 @@ MISTAKES: dict[str, str] = {
     "of its storage (its strides and storage offset ignored, as a kernel given data_ptr())",
     "writes-noncontiguous-input": "padding is zeroed in place in token_nll when it arrives as "
     "a view (the contiguous path copies first)",
+    # the mistakes of kernels that work tile by tile (TILE positions), seen only at sizes
+    "tail-tile-dropped": "the positions past the last full tile of a row are left out",
+    "shares-per-tile": "b^alpha is normalised within each tile, and the tiles' shares averaged",
+    "running-max-restarts": "the maximum b^alpha is divided by restarts at each tile and the "
+    "earlier tiles' sums are not rescaled (an online softmax without its correction)",
+    "half-precision-counts": "the count n_i of valid tokens is kept in the inputs' float16 or "
+    "bfloat16 (bfloat16 holds every whole number to 256, float16 to 2048)",
+    "int16-counts": "the count n_i of valid tokens is kept in an int16 (it wraps past 32767)",
+    "fast-path-counts-dropped-rows": "above 128 rows a fast path averages over all B rows, the "
+    "dropped ones included",
+    "fast-path-counts-padding": "from 2^16 positions a fast path divides each row's sums by T, "
+    "padded positions included",
+    "backward-drops-tail-tile": "the backward leaves the gradient of the last partial tile 0 "
+    "(the forward is right)",
 }
+#: the positions a tile of the tiled mistakes holds
+TILE = 64
+#: the mistakes of the tiled kernels above, each first seen at a size (``properties.scale``)
+AT_SCALE = tuple(MISTAKES)[tuple(MISTAKES).index("tail-tile-dropped") :]
 
 
 _CALLS = [0]  # calls of the nondeterministic-order mistake so far
@@ -113,6 +135,21 @@ DIAGNOSED_AS: dict[str, str] = {
 }
 
 
+def _tiles(x: Tensor) -> Tensor:
+    """``[B, T]`` as ``[B, tiles, TILE]``, the last tile padded with zeros."""
+    batch, length = x.shape
+    tiles = -(-length // TILE)
+    return torch.nn.functional.pad(x, (0, tiles * TILE - length)).reshape(batch, tiles, TILE)
+
+
+def _per_tile(x: Tensor, reduce) -> Tensor:
+    """``reduce`` (``torch.sum`` or ``torch.amax``) over each tile of a row, broadcast back
+    to every position of the tile."""
+    tiles = _tiles(x)
+    reduced = reduce(tiles, dim=2, keepdim=True).expand_as(tiles)
+    return reduced.reshape(x.shape[0], -1)[:, : x.shape[1]]
+
+
 def textbook_losses(
     token_nll: Tensor,
     zfree_token_nll: Tensor,
@@ -131,6 +168,10 @@ def textbook_losses(
     if mistake == "writes-noncontiguous-input" and not token_nll.is_contiguous():
         token_nll.data.masked_fill_(~mask.bool(), 0.0)
     mask = mask.bool()
+    batch, length = mask.shape
+    tail = torch.arange(length, device=mask.device) >= length // TILE * TILE
+    if mistake == "tail-tile-dropped" and length > TILE:
+        mask = mask & ~tail
     if mistake == "right-padding-assumed":
         mask = torch.arange(mask.shape[1], device=mask.device) < mask.sum(1, keepdim=True)
     dtype = torch.promote_types(token_nll.dtype, zfree_token_nll.dtype)
@@ -153,6 +194,8 @@ def textbook_losses(
         _RUNNING[key] = zfree_token_nll.detach()
     if mistake != "zfree-not-detached":
         b = b.detach()
+    if mistake == "backward-drops-tail-tile" and length > TILE:
+        l = torch.where(tail, l.detach(), l)
     if mistake == "mask-multiplication":
         l, b = l * mask, b * mask
     else:
@@ -168,8 +211,16 @@ def textbook_losses(
     kept = n > 0
     all_rows = torch.tensor(float(mask.shape[0]), dtype=dtype)
     kept_count = all_rows if mistake == "empty-rows-counted" else kept.sum().to(dtype)
+    if mistake == "fast-path-counts-dropped-rows" and batch > 128:
+        kept_count = all_rows
     n_safe = n.clamp(min=1).to(dtype)
-    if mistake == "padding-counted":
+    if mistake == "int16-counts":
+        n_safe = n.to(torch.int16).clamp(min=1).to(dtype)
+    if mistake == "half-precision-counts" and torch.finfo(token_nll.dtype).bits < 32:
+        n_safe = n_safe.to(token_nll.dtype).to(dtype)
+    if mistake == "padding-counted" or (
+        mistake == "fast-path-counts-padding" and batch * length >= 2**16
+    ):
         n_safe = torch.full_like(n_safe, mask.shape[1])
     elif mistake == "lengths-from-first-row":
         n_safe = n_safe[:1].expand_as(n_safe)
@@ -193,6 +244,8 @@ def textbook_losses(
         numerator = torch.where(share_mask, b**exponent, 0.0)
     else:
         top = b.amax(1, keepdim=True)
+        if mistake == "running-max-restarts":
+            top = _per_tile(b, torch.amax)
         ratio = torch.where(top > 0, b / top, 1.0)
         if mistake == "no-zero-row-fallback":
             ratio = b / top
@@ -200,6 +253,11 @@ def textbook_losses(
         numerator = torch.where(present, ratio**exponent, 0.0)
     if mistake == "batch-normalized-shares":
         denominator = numerator.sum().expand(mask.shape[0])
+    elif mistake == "shares-per-tile":
+        tiles = _per_tile(numerator, torch.sum)
+        per_tile = torch.where(tiles > 0, numerator / tiles, 0.0)
+        occupied = _tiles(share_mask.to(dtype)).amax(dim=2).sum(1)  # tiles with a token
+        numerator, denominator = per_tile, torch.where(kept, occupied, 1.0)
     elif mistake == "unnormalized-shares":
         denominator = torch.ones(mask.shape[0], dtype=dtype)
     else:
@@ -368,3 +426,55 @@ SMALLEST: dict[str, Smallest] = {
         "first-call checks the plain input every worker starts with, as it is: not shrunk",
     ),
 }
+
+
+def _row(length: int, **fields) -> ScaleCase:
+    """One row of ``length`` positions, every term weighted (``properties.zoo.smallest``)."""
+    return ScaleCase(1, length, config=ReconstructionLossConfig(**WEIGHTS), **fields)
+
+
+#: why no smaller size shows a tile's mistake: below TILE + 1 positions no tile is partial
+#: and a row is one tile
+PAST_A_TILE = f"a row of one tile ({TILE} positions) has no tail and one tile: {TILE + 1}"
+SMALLEST.update(
+    {
+        "tail-tile-dropped": Smallest(
+            "oracle-agreement-at-scale",
+            _row(TILE + 1, zfree_token_nll=Values(1.0, spikes=((0, TILE, 2.0),))),
+            PAST_A_TILE,
+        ),
+        "shares-per-tile": Smallest(
+            "oracle-agreement-at-scale",
+            _row(TILE + 1, zfree_token_nll=Values(1.0, spikes=((0, TILE, 2.0),))),
+            PAST_A_TILE,
+        ),
+        "running-max-restarts": Smallest(
+            "oracle-agreement-at-scale",
+            _row(TILE + 1, zfree_token_nll=Values(1.0, spikes=((0, 0, 2.0),))),
+            PAST_A_TILE,
+        ),
+        "half-precision-counts": Smallest(
+            "oracle-agreement-at-scale",
+            _row(257, dtype=torch.bfloat16),
+            "bfloat16 holds every whole number to 256",
+        ),
+        "int16-counts": Smallest(
+            "oracle-agreement-at-scale",
+            _row(32768),
+            "an int16 holds every count to 32767",
+        ),
+        "fast-path-counts-dropped-rows": Smallest(
+            "size-thresholds",
+            AcrossThreshold(replace(_row(1), batch=128), 129, 1),
+            "the fast path starts past 128 rows, and the dropped row is one more",
+        ),
+        "fast-path-counts-padding": Smallest(
+            "oracle-agreement-at-scale",
+            _row(2**16, spans=(RowSpan(0, 1),)),
+            "the fast path starts at 2^16 positions (one valid, the rest padding)",
+        ),
+        "backward-drops-tail-tile": Smallest(
+            "output-gradients-at-scale", _row(TILE + 1), PAST_A_TILE
+        ),
+    }
+)

@@ -23,6 +23,12 @@ SMALLEST: dict[str, Smallest] = {}
 NAMED_BY: dict[str, str] = {
     "terms_detached": "output-gradients",
     "alpha_in_result": "outputs-contract",
+    # the tiled kernels' mistakes: each first seen at a size, by the invariant of its smallest
+    # input (textbook.SMALLEST)
+    **{
+        mistake.replace("-", "_"): textbook.SMALLEST[mistake].invariant
+        for mistake in textbook.AT_SCALE
+    },
 }
 
 

@@ -28,8 +28,10 @@ from properties import api as api_invariants
 from properties.cases import LossCase
 from properties.invariant import InvariantViolation
 from properties.invariants import by_id
+from properties.invariants.scale import AcrossThreshold, resized
 from properties.profiles import profile_settings
 from properties.runner import check_once, run_invariant
+from properties.scale import ScaleCase
 from properties.strategies import make_valid
 from properties.zoo import wrong
 from properties.zoo.api import smallest as api_smallest
@@ -81,12 +83,33 @@ def test_the_witness_shows_the_mistake_and_the_textbook_stack_passes(name: str) 
 SHRUNK = sorted(n for n, e in SMALLEST.items() if not by_id(e.invariant).fresh_process)
 
 
-@pytest.mark.parametrize("name", sorted(n for n in SHRUNK if SMALLEST[n].cells > 1))
+#: the entries whose witness is a batch at training size, described (``properties.scale``)
+AT_SCALE = sorted(n for n, e in SMALLEST.items() if isinstance(e.case, ScaleCase))
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n in SHRUNK if SMALLEST[n].cells > 1 and n not in AT_SCALE)
+)
 def test_without_a_row_or_a_column_the_witness_shows_nothing(name: str) -> None:
     entry = SMALLEST[name]
     for smaller in _one_row_or_column_less(entry.case):
         value = _with_case(entry.witness, smaller)
         assert not _rejects(entry, getattr(wrong, name), value), f"{name} fails on {smaller}"
+
+
+@pytest.mark.parametrize("name", AT_SCALE)
+def test_one_size_smaller_the_scale_witness_shows_nothing(name: str) -> None:
+    """At training size the smallest input is a size: the witness one position or one row
+    smaller passes ("fails at T = 65, passes at T = 64")."""
+    entry, case = SMALLEST[name], SMALLEST[name].case
+    if isinstance(entry.witness, AcrossThreshold):  # the padded size is the one that counts
+        smaller = [replace(entry.witness, batch=entry.witness.batch - 1)]
+    else:
+        smaller = [resized(case, case.batch, case.length - 1)] if case.length > 1 else []
+        smaller += [resized(case, case.batch - 1, case.length)] if case.batch > 1 else []
+    assert smaller
+    for value in smaller:
+        assert not _rejects(entry, getattr(wrong, name), value), f"{name} fails on {value}"
 
 
 @pytest.mark.slow

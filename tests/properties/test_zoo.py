@@ -149,7 +149,8 @@ def test_validation_invariants_reject_an_implementation_without_validation() -> 
 
 
 CORRECT = [
-    ("python_loop_losses", Domain()),
+    # a loop in Python over every token: checked at sizes a test can wait for
+    ("python_loop_losses", Domain(scale_length=1024, scale_batch=8, scale_positions=2048)),
     ("textbook_losses", Domain()),
     ("fused_losses", Domain()),
     ("naive_float64_losses", Domain(max_alpha=correct.NAIVE_MAX_ALPHA)),

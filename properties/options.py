@@ -175,7 +175,7 @@ RUN_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
             ),
         )
         for name, what, default in (
-            ("length", "row length T", "65536"),
+            ("length", "row length T", "65537"),
             ("batch", "batch size B", "256"),
             ("positions", "number of positions B x T of one call", "1048576"),
         )

@@ -241,11 +241,12 @@ class ScaleCase:
 
     def describe(self) -> str:
         """The input in a line: shape, valid positions, values, dtype and layouts."""
-        spans = "; ".join(
-            (f"rows {j}::{len(self.spans)}: " if len(self.spans) > 1 else "")
-            + span.describe(self.length)
-            for j, span in enumerate(self.spans)
-        )
+        shown = [span.describe(self.length) for span in self.spans[: self.batch]]
+        if len(set(shown)) == 1:
+            spans = shown[0]
+        else:
+            every = len(self.spans)
+            spans = "; ".join(f"rows {j}::{every}: {text}" for j, text in enumerate(shown))
         if self.dropped_from is not None:
             spans += f"; rows {self.dropped_from}: dropped"
         parts = [
@@ -286,8 +287,9 @@ def scale_cases_in(value: object) -> list[ScaleCase]:
 # Strategies
 
 #: the defaults of --max-length, --max-batch and --max-positions: what training reaches
-#: (T = 64k: a count past 32767; B = 256; 2^20 positions in one call)
-MAX_LENGTH = 65536
+#: (T = 64k and one more: a count past 32767 and 65535, a tail of one; B = 256; 2^20
+#: positions in one call)
+MAX_LENGTH = 2**16 + 1
 MAX_BATCH = 256
 MAX_POSITIONS = 2**20
 

@@ -1,7 +1,7 @@
 """Agreement with the spec at training sizes (MATH.md, "Inputs": any size and any strided
 layout is valid, and the outputs depend on the values alone).
 
-The inputs are ``ScaleCase`` descriptions (``properties/scale.py``): rows up to T = 65536,
+The inputs are ``ScaleCase`` descriptions (``properties/scale.py``): rows up to T = 65537,
 batches up to 256, up to 2^20 positions in one call (``--max-length``, ``--max-batch``,
 ``--max-positions``), around every power of two. The reference is ``spec.array_oracle``,
 the spec's formulas on float64 arrays, whose own error bound is added to the tolerance.
@@ -362,7 +362,7 @@ INVARIANTS = (
     Invariant(
         id="oracle-agreement-at-scale",
         group="scale",
-        statement="at training sizes (T to 65536, B to 256, 2^20 positions, any layout) the "
+        statement="at training sizes (T to 65537, B to 256, 2^20 positions, any layout) the "
         "outputs and dJ/dl equal the spec's within the dtype's tolerance at that length",
         spec_refs=(OUTPUTS_SECTION, "MATH.md#inputs", "MATH.md#gradients"),
         strategy=lambda domain: scale_cases(domain),

@@ -1,0 +1,143 @@
+"""Inputs at training sizes (``properties/scale.py``): descriptions built with torch, the
+script that rebuilds them, the sizes drawn, and the options that bound them."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from properties.invariants import by_id
+from properties.invariants.scale import EDGE_CASES, AcrossThreshold, across_thresholds
+from properties.options import domain_from
+from properties.profiles import profile_settings
+from properties.runner import run_invariant
+from properties.scale import RowSpan, ScaleCase, Values, around_powers_of_two
+from properties.strategies import DEFAULT_DOMAIN, Domain, scale_cases
+from properties.zoo import wrong
+
+SMALL = Domain(scale_length=300, scale_batch=70, scale_positions=4096)
+
+
+def _built(lines: list[str]) -> dict:
+    scope: dict = {"torch": torch}
+    exec("from properties.layouts import lay_out\n" + "\n".join(lines), scope)
+    return scope
+
+
+@settings(max_examples=40, deadline=None)
+@given(scale_cases(SMALL))
+def test_the_script_builds_the_tensors_the_check_built(case: ScaleCase) -> None:
+    scope = _built(case.construction_lines(1))
+    for name, made in zip(("token_nll", "zfree_token_nll", "mask"), case.tensors(), strict=True):
+        written = scope[f"{name}_1"]
+        assert written.dtype == made.dtype and written.stride() == made.stride(), name
+        assert torch.equal(written.nan_to_num(7.0), made.nan_to_num(7.0)), name
+
+
+@settings(max_examples=40, deadline=None)
+@given(scale_cases(SMALL))
+def test_drawn_cases_lie_in_the_domain_and_have_a_valid_token(case: ScaleCase) -> None:
+    assert SMALL.admits(case) and case.has_valid_token
+    assert (
+        "\n" not in repr(case) and len(repr(case)) < 1200
+    )  # two runs and three spikes a tensor at most
+
+
+@settings(max_examples=30, deadline=None)
+@given(across_thresholds(SMALL))
+def test_padding_past_a_threshold_keeps_every_valid_value(pair: AcrossThreshold) -> None:
+    small, large = pair.case.tensors(), pair.padded.tensors()
+    batch, length = pair.case.shape
+    valid = small[2].bool()
+    assert not large[2].bool()[batch:].any() and not large[2].bool()[:, length:].any()
+    assert torch.equal(large[2].bool()[:batch, :length], valid)
+    for a, b in zip(small[:2], large[:2], strict=True):
+        assert torch.equal(a[valid], b[:batch, :length][valid])
+
+
+def test_dense_values_are_the_same_at_every_size() -> None:
+    values = Values(dense=(3, 0.5, 4.0))
+    assert torch.equal(values.build(3, 100, "cpu"), values.build(5, 400, "cpu")[:3, :100])
+
+
+def test_sizes_reach_every_power_of_two_and_its_neighbours() -> None:
+    sizes = around_powers_of_two(1, 65536)
+    assert {15, 16, 17, 32767, 32768, 32769, 65535, 65536} <= set(sizes)
+    assert max(sizes) == 65536 and min(sizes) == 15
+
+
+def test_the_edge_cases_reach_what_training_runs() -> None:
+    cases = [named.case for named in EDGE_CASES]
+    assert max(c.length for c in cases) > 2**16 and max(c.batch for c in cases) > 256
+    assert max(c.batch * c.length for c in cases) >= 2**20
+    assert {torch.bfloat16, torch.float16, torch.float32} <= {c.dtype for c in cases}
+    assert all(DEFAULT_DOMAIN.admits(c) for c in cases if c.batch <= 256)
+
+
+def test_the_sizes_given_bound_what_is_drawn() -> None:
+    domain = domain_from(
+        max_alpha=math.inf, max_loss=1e4, dtypes="float32", device="cpu", max_length=100,
+        max_batch=4, max_positions=200,
+    )  # fmt: skip
+    assert (domain.max_length, domain.max_batch) == (8, 4)
+    case = ScaleCase(2, 101, dtype=torch.float32)
+    assert not domain.admits(case) and domain.admits(ScaleCase(2, 100, dtype=torch.float32))
+
+    @settings(max_examples=30, deadline=None)
+    @given(st.data())
+    def drawn(data: st.DataObject) -> None:
+        case = data.draw(scale_cases(domain))
+        assert case.length <= 100 and case.batch <= 4 and case.batch * case.length <= 200
+
+    drawn()
+
+
+def test_a_failure_at_scale_names_the_size_it_starts_at() -> None:
+    result = run_invariant(
+        by_id("oracle-agreement-at-scale"),
+        wrong.tail_tile_dropped,
+        target="properties.zoo.wrong:tail_tile_dropped",
+        settings=profile_settings("ci"),
+        seed=1,
+    )
+    assert result.status == "failed" and result.failure is not None
+    message = result.failure.message
+    assert message.startswith("fails at 1 x 65, passes at 1 x 64"), message
+    assert result.failure.shape == (1, 65)
+    assert "torch.full" in result.failure.reproduction or "torch.frac" in (
+        result.failure.reproduction
+    )
+
+
+def test_the_script_of_a_failure_at_scale_runs_and_shows_it(tmp_path) -> None:
+    result = run_invariant(
+        by_id("oracle-agreement-at-scale"),
+        wrong.int16_counts,
+        target="properties.zoo.wrong:int16_counts",
+        settings=profile_settings("ci"),
+        seed=2,
+    )
+    assert result.failure is not None
+    script = tmp_path / "repro.py"
+    script.write_text(result.failure.reproduction)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "reconstruction_loss" in done.stdout
+    assert len(result.failure.reproduction.splitlines()) < 80
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided", "offset"])
+def test_a_layout_of_a_scale_case_is_the_same_values(layout: str) -> None:
+    case = ScaleCase(3, 70, Values(dense=(1, 0.0, 2.0)), spans=(RowSpan(5), RowSpan(0, 9)))
+    viewed = ScaleCase(
+        3, 70, Values(dense=(1, 0.0, 2.0)), spans=(RowSpan(5), RowSpan(0, 9)),
+        layouts=(layout,) * 3,
+    )  # fmt: skip
+    for a, b in zip(case.tensors(), viewed.tensors(), strict=True):
+        assert torch.equal(a, b) and (layout == "offset" or not b.is_contiguous())

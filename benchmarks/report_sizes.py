@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 _SECTION = re.compile(r"^(\[\d+\] )?(FAILED|CRASHED|TIMEOUT|ERROR|MISSING) [a-z0-9-]+: ", re.M)
 _MASK = re.compile(r"mask=(\[\[.*?\]\])[,)]")
 _LOGITS = re.compile(r"\[B, T, V\] = \[(\d+), (\d+), \d+\]")
+_SCALE = re.compile(r"ScaleCase\((\d+) x (\d+)")
 
 
 def shown_shape(report: str) -> tuple[int, int] | None:
@@ -45,8 +46,11 @@ def shown_shape(report: str) -> tuple[int, int] | None:
     start = _SECTION.search(report)
     if start is None:
         return None
+    scale = _SCALE.search(report, start.end())
     logits = _LOGITS.search(report, start.end())
     found = _MASK.search(report, start.end())
+    if scale is not None and all(m is None or scale.start() < m.start() for m in (logits, found)):
+        return int(scale[1]), int(scale[2])  # a batch at training size, described
     if logits is not None and (found is None or logits.start() < found.start()):
         return int(logits[1]), int(logits[2])  # a logits call: its labels' B x T
     if found is None:

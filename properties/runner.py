@@ -469,7 +469,7 @@ def _cut_case(value: Any) -> Any:
     """What rows and columns are taken from: ``value`` where it has rows (a ``LossCase``, a
     logits call), its ``case`` where it rebuilds itself around a smaller one (a call of
     ``compute_total_loss``, say); else None (a record whose other parts follow the shape)."""
-    if hasattr(value, "without_row"):
+    if hasattr(value, "without_row") or isinstance(value, ScaleCase):
         return value
     if hasattr(value, "with_case"):
         return _cut_case(value.case)
@@ -480,7 +480,10 @@ def _smaller_values(value: Any) -> list[Any]:
     """``value`` without one of its case's rows, then without one of its columns: valid
     inputs (a valid token left) of fewer cells."""
     if hasattr(value, "with_case"):
-        return [value.with_case(smaller) for smaller in _smaller_values(value.case)]
+        rebuilt = (value.with_case(smaller) for smaller in _smaller_values(value.case))
+        return [smaller for smaller in rebuilt if smaller is not None]
+    if isinstance(value, ScaleCase):  # a description at training size: smaller sizes of it
+        return [case for case in value.smaller() if case.has_valid_token]
     smaller = [make_valid(c) if isinstance(c, LossCase) else c for _, c in cuts(value)]
     # a view a cut can undo (one row transposed is contiguous) also as one no cut undoes
     return smaller + [

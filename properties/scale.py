@@ -264,6 +264,35 @@ class ScaleCase:
     def __repr__(self) -> str:
         return f"ScaleCase({self.describe()}; config={format_config(self.config)})"
 
+    def resized(self, batch: int, length: int) -> ScaleCase:
+        """The same description at ``batch x length`` (runs and spikes outside it left out):
+        every position inside holds the value it held."""
+
+        def within(values: Values) -> Values:
+            return replace(
+                values,
+                runs=tuple((a, min(b, length), v) for a, b, v in values.runs if a < length),
+                spikes=tuple(s for s in values.spikes if s[0] < batch and s[1] < length),
+            )
+
+        return replace(
+            self,
+            batch=batch,
+            length=length,
+            token_nll=within(self.token_nll),
+            zfree_token_nll=within(self.zfree_token_nll),
+        )
+
+    def smaller(self) -> list[ScaleCase]:
+        """Smaller sizes of the same description, the largest steps first: half the length,
+        then ever closer to it (T - T/4, T - T/8, ..., T - 1), then the same for the batch.
+        A failure that a search found at 1 x 65537 is cut down to the size it starts at."""
+
+        return [
+            *(self.resized(self.batch, t) for t in _order(self.length)),
+            *(self.resized(b, self.length) for b in _order(self.batch)),
+        ]
+
     def padded_to(self, batch: int, length: int) -> ScaleCase:
         """The same batch padded to ``batch x length``: the rows added dropped, the columns
         added padding; every valid position holds the value it held (an expanded layout
@@ -276,6 +305,13 @@ class ScaleCase:
         return replace(
             self, batch=batch, length=length, spans=spans, dropped_from=dropped, layouts=layouts
         )
+
+
+def _order(size: int) -> list[int]:
+    """The sizes ``ScaleCase.smaller`` tries below ``size``: half of it, then ``size - size/4``,
+    ``size - size/8``, ... up to ``size - 1``."""
+    tried = [size // 2, *(size - size // 2**k for k in range(2, 40) if size // 2**k), size - 1]
+    return list(dict.fromkeys(n for n in tried if 1 <= n < size))
 
 
 def scale_cases_in(value: object) -> list[ScaleCase]:

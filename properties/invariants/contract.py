@@ -9,7 +9,12 @@ from dataclasses import replace
 import torch
 from hypothesis import strategies as st
 
-from properties.assertions import assert_tensor_close, assert_values_close, value_table
+from properties.assertions import (
+    SHOWN_ENTRIES,
+    assert_tensor_close,
+    assert_values_close,
+    value_table,
+)
 from properties.cases import DTYPE_NAMES, INPUT_NAMES, LossCase, Rows, round_to
 from properties.invariant import Invariant, InvariantViolation
 from properties.invariants.common import (
@@ -102,14 +107,31 @@ def other_values(case: LossCase) -> LossCase:
 BUFFER = "; a buffer an implementation keeps from a call is a copy, never the caller's tensor"
 
 
+def _change(before: torch.Tensor, after: torch.Tensor) -> str:
+    """What changed in a tensor: both whole where it is small, else its first changed
+    positions (an input at training size is no list to read)."""
+    if before.numel() <= SHOWN_ENTRIES:
+        return f"it held {before.tolist()} and now holds {after.tolist()}"
+    changed = ~(
+        (before == after) | (before.isnan() & after.isnan())
+        if before.is_floating_point()
+        else before == after
+    )
+    where = changed.nonzero()[:4].tolist()
+    shown = ", ".join(
+        f"{index}: {before[tuple(index)].item()!r} -> {after[tuple(index)].item()!r}"
+        for index in where
+    )
+    return f"{int(changed.sum())} of its {before.numel()} values changed, the first {shown}"
+
+
 def assert_unmodified(seen: Observed, case: LossCase, modified: str, why: str = "") -> None:
     """``InvariantViolation`` where an input of the call ``seen`` no longer holds ``case``'s
     values: ``modified`` says by what (``{name}`` is the input), ``why`` is added after."""
     for name, used, original in zip(INPUT_NAMES, seen.inputs, case.tensors(), strict=True):
         if not _same(used.detach(), original):
             raise InvariantViolation(
-                f"{modified.format(name=name)}: it held {original.tolist()} and now holds "
-                f"{used.detach().tolist()}{why}",
+                f"{modified.format(name=name)}: {_change(original, used.detach())}{why}",
                 case=case,
                 failing=(name,),
             )

@@ -112,9 +112,17 @@ def test_one_size_smaller_the_scale_witness_shows_nothing(name: str) -> None:
         assert not _rejects(entry, getattr(wrong, name), value), f"{name} fails on {value}"
 
 
+#: a mistake whose threshold is on B x T: shrinking one size at a time stops where halving
+#: either would cross it back (2 x 40779 where 1 x 65536 shows it); its size is said by the
+#: report's "fails at ..., passes at ..." instead
+PRODUCT_THRESHOLDS = {"fast_path_counts_padding"}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("name", [n for n in SHRUNK if not SMALLEST[n].after])
+@pytest.mark.parametrize(
+    "name", [n for n in SHRUNK if not SMALLEST[n].after and n not in PRODUCT_THRESHOLDS]
+)
 def test_shrinking_reaches_the_smallest_input(name: str, seed: int) -> None:
     entry = SMALLEST[name]
     result = run_invariant(

@@ -124,7 +124,9 @@ def _passing_smaller(
     for batch, length in smaller:
         if batch < 1 or length < 1:
             continue
-        candidate = resized(case, batch, length)
+        candidate = case.resized(batch, length)
+        if not candidate.has_valid_token or scale_valid(candidate) != candidate:
+            continue  # not the same description at a smaller size: it says nothing
         try:
             check(probe, candidate)
         except Exception:  # it fails there too (or says nothing): no bracket from it

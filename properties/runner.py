@@ -444,10 +444,16 @@ def _fewer_cells(
     drawn = attempts.last[1]
     if _cut_case(drawn) is None or not isinstance(error, InvariantViolation):
         return error
+    # a size of a description at training size costs a call at that size: a budget of
+    # them (a threshold on B x T is not reached one dimension at a time anyway)
+    budget = SIZE_CUTS if isinstance(_cut_case(drawn), ScaleCase) else math.inf
     improved = True
-    while improved:
+    while improved and budget > 0:
         improved = False
         for smaller in _smaller_values(drawn):
+            if budget <= 0:
+                break
+            budget -= 1
             probe = invariant.probe(implementation, observer)
             attempts.count += 1  # an input tried, as the observer is told
             if observer is not None:
@@ -463,6 +469,10 @@ def _fewer_cells(
             except Exception:
                 continue  # another failure, or outside the invariant's inputs
     return error
+
+
+#: the most smaller sizes a failure at training size is tried at (``_fewer_cells``)
+SIZE_CUTS = 40
 
 
 def _cut_case(value: Any) -> Any:

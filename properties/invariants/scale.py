@@ -41,21 +41,28 @@ from spec.terms import OUTPUTS_SECTION
 EXAMPLE_SHARE = 0.15
 
 
+@lru_cache(maxsize=4)
+def _cpu_tensors(case: ScaleCase) -> tuple[torch.Tensor, ...]:
+    """The case's tensors on the CPU, built once for the references (never given to the
+    target, which gets fresh ones each call)."""
+    return replace(case, device="cpu").tensors()
+
+
 @lru_cache(maxsize=8)
 def expected_at_scale(case: ScaleCase) -> OracleResult:
     """``spec.array_oracle.evaluate_arrays`` on the case's tensors (as the target gets them)."""
-    return evaluate_arrays(*replace(case, device="cpu").tensors(), case.config)
+    return evaluate_arrays(*_cpu_tensors(case), case.config)
 
 
 @lru_cache(maxsize=8)
 def magnitudes_at_scale(case: ScaleCase) -> dict[str, float]:
-    return output_magnitudes(*replace(case, device="cpu").tensors(), case.config)
+    return output_magnitudes(*_cpu_tensors(case), case.config)
 
 
 def scale_tolerance(case: ScaleCase) -> Tolerance:
     """``properties.tolerances.tolerance_from`` for the case's dtype, length and alpha, with
     the share amplification of its rows and the array oracle's own bound."""
-    token_nll, zfree, mask = replace(case, device="cpu").tensors()
+    token_nll, zfree, mask = _cpu_tensors(case)
     valid = mask.bool()
     kept = valid.any(dim=1)
     rows = max(int(kept.sum()), 1)

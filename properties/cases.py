@@ -93,6 +93,15 @@ INPUT_NAMES = ("token_nll", "zfree_token_nll", "mask")
 ALL_CONTIGUOUS = (CONTIGUOUS,) * len(INPUT_NAMES)
 
 
+def views_of(layouts: tuple[str, ...]) -> dict[str, str]:
+    """The inputs whose layout (``layouts``, by ``INPUT_NAMES``) is a view, with it."""
+    return {
+        name: layout
+        for name, layout in zip(INPUT_NAMES, layouts, strict=True)
+        if layout != CONTIGUOUS
+    }
+
+
 def alike_along_a_dimension(rows: Rows | MaskRows) -> bool:
     """Whether ``rows`` hold one row repeated, or one value per row, NaN alike (what an
     ``expanded`` layout holds: ``properties.layouts.lay_out``)."""
@@ -136,11 +145,7 @@ class LossCase:
     @property
     def views(self) -> dict[str, str]:
         """The inputs that are not contiguous, by name, with their layouts."""
-        return {
-            name: layout
-            for name, layout in zip(INPUT_NAMES, self.layouts, strict=True)
-            if layout != CONTIGUOUS
-        }
+        return views_of(self.layouts)
 
     @property
     def shape(self) -> tuple[int, int]:

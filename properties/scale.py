@@ -29,6 +29,7 @@ from properties.cases import (
     INPUT_NAMES,
     format_config,
     format_float,
+    views_of,
 )
 from properties.config import ReconstructionLossConfig
 from properties.layouts import CONTIGUOUS, LAYOUTS, lay_out
@@ -155,11 +156,8 @@ class ScaleCase:
 
     @property
     def views(self) -> dict[str, str]:
-        return {
-            name: layout
-            for name, layout in zip(INPUT_NAMES, self.layouts, strict=True)
-            if layout != CONTIGUOUS
-        }
+        """The inputs that are not contiguous, by name, with their layouts."""
+        return views_of(self.layouts)
 
     def _mask(self) -> torch.Tensor:
         mask = torch.zeros(self.shape, dtype=torch.bool, device=self.device)

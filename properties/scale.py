@@ -282,14 +282,14 @@ class ScaleCase:
         )
 
     def smaller(self) -> list[ScaleCase]:
-        """Smaller sizes of the same description, the largest steps first: half the length,
-        then ever closer to it (T - T/4, T - T/8, ..., T - 1), then the same for the batch.
+        """Smaller sizes of the same description, the largest steps first: half the length
+        and half the batch, then ever closer (T - T/4, T - T/8, ..., T - 1, then B's).
         A failure that a search found at 1 x 65537 is cut down to the size it starts at."""
 
-        return [
-            *(self.resized(self.batch, t) for t in _order(self.length)),
-            *(self.resized(b, self.length) for b in _order(self.batch)),
-        ]
+        lengths, batches = _order(self.length), _order(self.batch)
+        halves = [(self.batch, t) for t in lengths[:1]] + [(b, self.length) for b in batches[:1]]
+        closer = [(self.batch, t) for t in lengths[1:]] + [(b, self.length) for b in batches[1:]]
+        return [self.resized(b, t) for b, t in (*halves, *closer)]
 
     def padded_to(self, batch: int, length: int) -> ScaleCase:
         """The same batch padded to ``batch x length``: the rows added dropped, the columns

@@ -34,7 +34,7 @@ from properties.tolerances import (
 )
 from spec.array_oracle import evaluate_arrays, output_magnitudes, relative_error_bound
 from spec.oracle import OracleResult
-from spec.terms import OUTPUTS_SECTION
+from spec.terms import OUTPUTS_SECTION, distinct_weights
 
 #: what a scale invariant draws of the profile's examples: each input costs about as much
 #: as a hundred small ones
@@ -284,13 +284,8 @@ def _named(name: str, why: str, case: ScaleCase) -> NamedInput:
     return NamedInput(name, why, case)
 
 
-_WEIGHTS = dict(
-    raw_weight=1.0,
-    distribution_normalized_weight=0.5,
-    example_inverse_surprisal_weight=0.5,
-    token_weighted_weight=1.0,
-    normalized_concentration_corrected_token_weighted_weight=0.5,
-)
+#: every term weighted, each by a weight of its own (the registry's weight fields)
+_WEIGHTS = distinct_weights((1.0, 0.5, 0.75, 1.25, 0.25))
 
 
 def _config(**changes: float):

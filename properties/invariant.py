@@ -115,6 +115,14 @@ class Invariant:
     #: the share of the profile's examples it draws (its inputs may cost a hundred small
     #: ones each: the scale invariants'); its edge cases are tried whatever it is
     example_share: float = 1.0
+    #: the most calls hypothesis's shrinker makes after its first failure (None: no bound):
+    #: at training size a call costs a hundred small ones, and the size cuts that follow
+    #: (``runner._fewer_cells``) take the size down faster than hypothesis does
+    shrink_calls: int | None = None
+    #: ``(probe, input, violation) -> violation or None``: the failure of the input a report
+    #: shows, said more fully at the cost of more calls (a failure at training size against
+    #: one size smaller); made once, after shrinking, with the failing check's probe
+    bracket: Callable[[Any, Any, Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.group not in self.known_groups:

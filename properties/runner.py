@@ -194,6 +194,8 @@ class _Attempts:
         self.count = 0
         self.last: tuple[Probe, Any] | None = None
         self.budget: int | None = None  # calls left to a bounded shrink, once it started
+        #: calls left to the shrinker under the invariant's own bound (``shrink_calls``)
+        self.shrink_calls: int | None = invariant.shrink_calls
         #: the latest failure of the current hypothesis run: (error, probe, input)
         self.failed: tuple[BaseException, Probe, Any] | None = None
         #: the input (counted from 1) of the latest failure, and of the last input tried
@@ -202,6 +204,7 @@ class _Attempts:
 
     def start_shrink(self, budget: int | None) -> None:
         self.budget = budget
+        self.shrink_calls = self.invariant.shrink_calls
 
     def __call__(self, drawn: Any) -> None:
         if self.budget is None and self.failed and self.bound_now():
@@ -210,6 +213,10 @@ class _Attempts:
             if self.budget <= 0:
                 raise _ShrinkBudgetSpent  # the smallest failure so far is the report's
             self.budget -= 1
+        if self.shrink_calls is not None and self.failed:
+            if self.shrink_calls <= 0:
+                raise _ShrinkBudgetSpent  # the invariant's own bound: not a bounded shrink
+            self.shrink_calls -= 1
         self.count += 1
         if self.observer is not None:
             self.observer.example_started()
@@ -377,6 +384,7 @@ def run_invariant(
         before = attempts.last
         error = _fewer_cells(invariant, implementation, observer, attempts, error)
         reduced = attempts.last is not before
+    error = _bracketed(invariant, attempts, error)
     seconds = time.perf_counter() - start
     if error is None:
         return InvariantResult(invariant.id, "passed", attempts.count, seconds, None, used_seed)
@@ -447,6 +455,8 @@ def _fewer_cells(
     # a size of a description at training size costs a call at that size: a budget of
     # them (a threshold on B x T is not reached one dimension at a time anyway)
     budget = SIZE_CUTS if isinstance(_cut_case(drawn), ScaleCase) else math.inf
+    if attempts.budget is not None:  # a bounded shrink: the cuts are calls of its budget
+        budget = min(budget, attempts.budget)
     improved = True
     while improved and budget > 0:
         improved = False
@@ -454,6 +464,8 @@ def _fewer_cells(
             if budget <= 0:
                 break
             budget -= 1
+            if attempts.budget is not None:
+                attempts.budget -= 1
             probe = invariant.probe(implementation, observer)
             attempts.count += 1  # an input tried, as the observer is told
             if observer is not None:
@@ -527,6 +539,22 @@ def _picklable(value: Any) -> Any:
     except Exception:
         return None
     return value
+
+
+def _bracketed(
+    invariant: Invariant, attempts: _Attempts, error: BaseException | None
+) -> BaseException | None:
+    """The failure shown, said against one size smaller (``Invariant.bracket``): once, on
+    the input shown, with the probe that failed there (its script holds the smaller call)."""
+    if invariant.bracket is None or attempts.last is None:
+        return error
+    probe, drawn = attempts.last
+    if not isinstance(error, InvariantViolation) or probe.escaped is not None:
+        return error
+    with warnings.catch_warnings():  # an assume() in the check, outside a hypothesis run
+        warnings.simplefilter("ignore", HypothesisDeprecationWarning)
+        said = invariant.bracket(probe, drawn, error)
+    return error if said is None else said
 
 
 def _bounded(attempts: _Attempts) -> bool:

@@ -39,6 +39,9 @@ from spec.terms import OUTPUTS_SECTION, distinct_weights
 #: what a scale invariant draws of the profile's examples: each input costs about as much
 #: as a hundred small ones
 EXAMPLE_SHARE = 0.15
+#: the calls hypothesis's shrinker makes at training size, after which the size cuts take
+#: over (``Invariant.shrink_calls``)
+SHRINK_CALLS = 24
 
 
 @lru_cache(maxsize=4)
@@ -56,7 +59,12 @@ def expected_at_scale(case: ScaleCase) -> OracleResult:
 
 @lru_cache(maxsize=8)
 def magnitudes_at_scale(case: ScaleCase) -> dict[str, float]:
-    return output_magnitudes(*_cpu_tensors(case), case.config)
+    """``spec.array_oracle.output_magnitudes``: the outputs with ``|l|`` for ``l``, which
+    are the outputs themselves where no valid ``l`` is negative (one evaluation, not two)."""
+    token_nll, zfree, mask = _cpu_tensors(case)
+    if not bool((token_nll[mask.bool()] < 0).any()):
+        return expected_at_scale(case).values
+    return output_magnitudes(token_nll, zfree, mask, case.config)
 
 
 def scale_tolerance(case: ScaleCase) -> Tolerance:
@@ -99,29 +107,33 @@ def _outputs_agree(values: dict[str, float], case: ScaleCase, what: str) -> None
 # --- the size a failure starts at ----------------------------------------------------------
 
 
-def bracketed(check: Callable[[Probe, ScaleCase], None]) -> Callable[[Probe, ScaleCase], None]:
-    """``check``, whose failure says the size it starts at where the same description one
-    position or one row smaller passes: "fails at 1 x 65, passes at 1 x 64" (the smaller
-    call is in the report's script)."""
+#: a failure said against the same description one size smaller (``Invariant.bracket``)
+Bracket = Callable[[Probe, ScaleCase, InvariantViolation], InvariantViolation | None]
 
-    def run(probe: Probe, case: ScaleCase) -> None:
-        try:
-            check(probe, case)
-        except InvariantViolation as violation:
-            smaller = _passing_smaller(probe, check, case)
-            if smaller is None:
-                raise
-            raise InvariantViolation(
-                f"fails at {case.batch} x {case.length}, passes at {smaller.batch} x "
-                f"{smaller.length}: {violation}",
-                expected=violation.expected,
-                observed=violation.observed,
-                case=violation.case,
-                failing=violation.failing,
-                non_finite=violation.non_finite,
-            ) from None
 
-    return run
+def said_against_smaller(check: Callable[[Probe, ScaleCase], None]) -> Bracket:
+    """The bracket of ``check``: its failure on a case says the size it starts at where the
+    same description one position or one row smaller passes, "fails at 1 x 65, passes at
+    1 x 64" (the smaller call is in the report's script). It costs up to two calls at
+    training size, so the runner makes it once, on the input a report shows."""
+
+    def bracket(
+        probe: Probe, case: ScaleCase, violation: InvariantViolation
+    ) -> InvariantViolation | None:
+        smaller = _passing_smaller(probe, check, case)
+        if smaller is None:
+            return None
+        return InvariantViolation(
+            f"fails at {case.batch} x {case.length}, passes at {smaller.batch} x "
+            f"{smaller.length}: {violation}",
+            expected=violation.expected,
+            observed=violation.observed,
+            case=violation.case,
+            failing=violation.failing,
+            non_finite=violation.non_finite,
+        )
+
+    return bracket
 
 
 def _passing_smaller(
@@ -258,7 +270,7 @@ def check_size_thresholds(probe: Probe, pair: AcrossThreshold) -> None:
     small, large = pair.case, pair.padded
     oracle = expected_at_scale(small)
     assume(representable(small, oracle.token_gradient))
-    bracketed(_values_agree)(probe, small)
+    _values_agree(probe, small)  # it passes below the threshold (or fails there, alone)
     observed = probe.values(large)
     tolerance = scale_tolerance(large)
     assert_values_close(
@@ -273,6 +285,19 @@ def check_size_thresholds(probe: Probe, pair: AcrossThreshold) -> None:
         f"{large.describe()}",
         case=large,
     )
+
+
+_SMALL_AGREES = said_against_smaller(_values_agree)
+
+
+def _threshold_bracket(
+    probe: Probe, pair: AcrossThreshold, violation: InvariantViolation
+) -> InvariantViolation | None:
+    """Where the case below the threshold already fails, its size, as the oracle comparison
+    at scale says it; a change across the threshold says both sizes already."""
+    if violation.case != pair.case:
+        return None
+    return _SMALL_AGREES(probe, pair.case, violation)
 
 
 # --- the records ---------------------------------------------------------------------------
@@ -403,10 +428,12 @@ INVARIANTS = (
         "outputs and dJ/dl equal the spec's within the dtype's tolerance at that length",
         spec_refs=(OUTPUTS_SECTION, "MATH.md#inputs", "MATH.md#gradients"),
         strategy=lambda domain: scale_cases(domain),
-        check=bracketed(check_oracle_agreement_at_scale),
+        check=check_oracle_agreement_at_scale,
+        bracket=said_against_smaller(check_oracle_agreement_at_scale),
         examples=EDGE_CASES,
         witness="int16_counts",
         example_share=EXAMPLE_SHARE,
+        shrink_calls=SHRINK_CALLS,
     ),
     Invariant(
         id="output-gradients-at-scale",
@@ -415,10 +442,12 @@ INVARIANTS = (
         "closed form",
         spec_refs=("MATH.md#gradients", "MATH.md#inputs"),
         strategy=lambda domain: scale_cases(domain),
-        check=bracketed(check_output_gradients_at_scale),
+        check=check_output_gradients_at_scale,
+        bracket=said_against_smaller(check_output_gradients_at_scale),
         examples=(_EDGE["wide-batch-mixed-rows"], _EDGE["long-bfloat16-rows"]),
         witness="backward_drops_tail_tile",
         example_share=EXAMPLE_SHARE,
+        shrink_calls=SHRINK_CALLS,
     ),
     Invariant(
         id="size-thresholds",
@@ -428,8 +457,10 @@ INVARIANTS = (
         spec_refs=("MATH.md#inputs",),
         strategy=across_thresholds,
         check=check_size_thresholds,
+        bracket=_threshold_bracket,
         examples=THRESHOLD_CASES,
         witness="fast_path_counts_dropped_rows",
         example_share=EXAMPLE_SHARE,
+        shrink_calls=SHRINK_CALLS,
     ),
 )

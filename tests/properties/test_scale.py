@@ -4,6 +4,7 @@ script that rebuilds them, the sizes drawn, and the options that bound them."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 import subprocess
 import sys
 
@@ -141,3 +142,42 @@ def test_a_layout_of_a_scale_case_is_the_same_values(layout: str) -> None:
     )  # fmt: skip
     for a, b in zip(case.tensors(), viewed.tensors(), strict=True):
         assert torch.equal(a, b) and (layout == "offset" or not b.is_contiguous())
+
+
+# --- the device path (--device), exercised on the CPU ---------------------------------------
+# A machine without an accelerator still runs the code of a named device: "cpu:0" is a device
+# other than the default "cpu" string, so every input is built there, moved back for the
+# oracle, and written into the script with ``.to('cpu:0')``, as a "cuda" run would be.
+
+ON_DEVICE = replace(DEFAULT_DOMAIN, device="cpu:0")
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.data())
+def test_the_scale_inputs_are_made_on_the_device_named(data: st.DataObject) -> None:
+    case = data.draw(scale_cases(ON_DEVICE))
+    pair = data.draw(across_thresholds(ON_DEVICE))
+    for drawn in (case, pair.case, pair.padded):
+        assert drawn.device == "cpu:0"
+        lines = "\n".join(drawn.construction_lines(0))
+        assert ".to('cpu:0')" in lines, lines
+
+
+def test_a_failure_on_a_named_device_rebuilds_its_input_there(tmp_path) -> None:
+    result = run_invariant(
+        by_id("oracle-agreement-at-scale"),
+        wrong.tail_tile_dropped,
+        target="properties.zoo.wrong:tail_tile_dropped",
+        settings=profile_settings("ci"),
+        domain=ON_DEVICE,
+        seed=1,
+    )
+    assert result.failure is not None
+    assert result.failure.message.startswith("fails at 1 x 65, passes at 1 x 64")
+    script = result.failure.reproduction
+    assert ".to('cpu:0')" in script, script
+    (tmp_path / "repro.py").write_text(script)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "repro.py")], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr

@@ -282,14 +282,34 @@ class ScaleCase:
         )
 
     def smaller(self) -> list[ScaleCase]:
-        """Smaller sizes of the same description, the largest steps first: half the length
-        and half the batch, then ever closer (T - T/4, T - T/8, ..., T - 1, then B's).
-        A failure that a search found at 1 x 65537 is cut down to the size it starts at."""
+        """Smaller or simpler descriptions, the largest steps first: half the length and
+        half the batch, then the same size described more simply (``simpler``), then ever
+        closer sizes (T - T/4, T - T/8, ..., T - 1, then B's). A failure that a search found
+        at 1 x 65537 is cut down to the size it starts at, on values read at a glance."""
 
         lengths, batches = _order(self.length), _order(self.batch)
         halves = [(self.batch, t) for t in lengths[:1]] + [(b, self.length) for b in batches[:1]]
         closer = [(self.batch, t) for t in lengths[1:]] + [(b, self.length) for b in batches[1:]]
-        return [self.resized(b, t) for b, t in (*halves, *closer)]
+        return [
+            *(self.resized(b, t) for b, t in halves),
+            *self.simpler(),
+            *(self.resized(b, t) for b, t in closer),
+        ]
+
+    def simpler(self) -> list[ScaleCase]:
+        """The same size described more simply, one part at a time: each loss without its
+        spikes, runs and spread (then its fill 1.0), every row valid, no input a view."""
+        found = []
+        for name in ("token_nll", "zfree_token_nll"):
+            values: Values = getattr(self, name)
+            plain = Values(values.fill) if values != Values(values.fill) else Values()
+            if plain != values:
+                found.append(replace(self, **{name: plain}))
+        if self.spans != (RowSpan(),) or self.dropped_from is not None:
+            found.append(replace(self, spans=(RowSpan(),), dropped_from=None))
+        if self.layouts != ALL_CONTIGUOUS:
+            found.append(replace(self, layouts=ALL_CONTIGUOUS))
+        return found
 
     def padded_to(self, batch: int, length: int) -> ScaleCase:
         """The same batch padded to ``batch x length``: the rows added dropped, the columns

@@ -501,27 +501,24 @@ def loss_cases(
         dtype=dtype,
         mask_dtype=mask_dtype,
         device=domain.device,
-        layouts=draw(case_layouts((token_nll, zfree, mask))),
+        layouts=draw(case_layouts(tuple(map(alike_along_a_dimension, (token_nll, zfree, mask))))),
     )
     return make_valid(case)
 
 
 @st.composite
-def case_layouts(draw: st.DrawFn, inputs: tuple[Rows | MaskRows, ...]) -> tuple[str, ...]:
-    """Each input's layout: all contiguous half the time, in one choice that shrinks to it
-    (a draw per input would cost every case three, and the shrinker the paths between)."""
+def case_layouts(draw: st.DrawFn, expandable: tuple[bool, ...]) -> tuple[str, ...]:
+    """Each input's layout (MATH.md, "Inputs": any strided one), ``expanded`` only for an
+    input whose values repeat along a dimension (``expandable``): all contiguous half the
+    time, in one choice that shrinks to it (a draw per input would cost every case three,
+    and the shrinker the paths between), else each contiguous or a view."""
     if not draw(st.booleans()):
         return ALL_CONTIGUOUS
-    return tuple(draw(layouts(rows)) for rows in inputs)
-
-
-def layouts(rows: Rows | MaskRows) -> st.SearchStrategy[str]:
-    """An input's memory layout (MATH.md, "Inputs": any strided one): contiguous half the
-    time (what it shrinks to), else a view, ``expanded`` where the values allow it."""
     views = [layout for layout in LAYOUTS if layout not in (CONTIGUOUS, "expanded")]
-    if alike_along_a_dimension(rows):
-        views.append("expanded")
-    return st.one_of(st.just(CONTIGUOUS), st.sampled_from(views))
+    return tuple(
+        draw(st.one_of(st.just(CONTIGUOUS), st.sampled_from(views + ["expanded"] * ok)))
+        for ok in expandable
+    )
 
 
 def mean_zfree_loss(case: LossCase) -> float:
@@ -599,20 +596,13 @@ def logits_cases(
 # Inputs at training sizes (properties.scale)
 
 
-def _scale_layouts(draw: st.DrawFn, case: ScaleCase) -> tuple[str, ...]:
-    """Each input's layout, as ``case_layouts`` draws them: expanded where the values and
-    the mask repeat along the rows."""
-    if not draw(st.booleans()):
-        return ALL_CONTIGUOUS
+def _scale_expandable(case: ScaleCase) -> tuple[bool, bool, bool]:
+    """Which inputs of ``case`` repeat along the rows (and so may be expanded)."""
     rows_alike = len(case.spans) == 1 and case.dropped_from is None
-    alike = (
+    return (
         rows_alike and case.token_nll.alike_along_rows,
         rows_alike and case.zfree_token_nll.alike_along_rows,
         rows_alike,
-    )
-    views = [layout for layout in LAYOUTS if layout not in (CONTIGUOUS, "expanded")]
-    return tuple(
-        draw(st.sampled_from([CONTIGUOUS, *views, *(["expanded"] if ok else [])])) for ok in alike
     )
 
 
@@ -655,5 +645,5 @@ def scale_cases(
         dtype=draw(st.sampled_from(dtypes or domain.dtypes)),
         device=domain.device,
     )
-    case = replace(case, layouts=_scale_layouts(draw, case))
+    case = replace(case, layouts=draw(case_layouts(_scale_expandable(case))))
     return scale_valid(case)

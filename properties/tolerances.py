@@ -137,16 +137,20 @@ def case_tolerance(case: LossCase, *, alpha: float | None = None) -> Tolerance:
     )
 
 
-def gradient_tolerance(input_dtype: torch.dtype, *, length: int, alpha: float) -> Tolerance:
+def gradient_tolerance(
+    input_dtype: torch.dtype, *, length: int, alpha: float, oracle: float = 0.0
+) -> Tolerance:
     """Tolerance of d(output)/d(token_nll), compared norm-wise (relative to its largest entry).
 
     The gradient is computed like an output, then cast back to the input's dtype, which
     adds one unit roundoff of that dtype, or, for an entry below that dtype's smallest
     normal number, up to ``eta`` of it (float16 holds 1e-5 only as a subnormal, to 3e-8).
+    ``oracle`` is the relative error bound of the reference, as in :func:`tolerance_from`.
     """
     computed = output_tolerance(input_dtype, length=length, alpha=alpha)
     return Tolerance(
-        rtol=computed.rtol + unit_roundoff(input_dtype), atol=underflow_unit(input_dtype)
+        rtol=computed.rtol + unit_roundoff(input_dtype) + oracle,
+        atol=underflow_unit(input_dtype),
     )
 
 

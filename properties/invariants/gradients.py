@@ -24,6 +24,7 @@ from properties.invariants.common import (
 )
 from properties.invariants.edge_cases import named
 from properties.oracle import expected, expected_mix_gradient
+from properties.scale import ScaleCase
 from properties.strategies import Domain, loss_cases, mix_coefficients
 from properties.target import Probe
 from properties.tolerances import (
@@ -74,7 +75,7 @@ def implicated(name: str, case: LossCase) -> tuple[str, ...]:
     return (TOTAL, *(t.name for t in TERM_RECORDS if getattr(case.config, t.weight_field)))
 
 
-def _detached(names: list[str], case: LossCase) -> InvariantViolation:
+def detached_terms(names: list[str], case: LossCase | ScaleCase) -> InvariantViolation:
     return InvariantViolation(
         f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} detached: no grad_fn although "
         "token_nll requires grad. Each term is differentiable on its own (MATH.md, "
@@ -111,7 +112,7 @@ def check_output_gradients(probe: Probe, case: LossCase) -> None:
     gradients = probe.output_gradients(case, (*checked, *DIAGNOSTICS))
     detached = [name for name in checked if gradients[name] is None]
     if detached:
-        raise _detached(detached, case)
+        raise detached_terms(detached, case)
     problems: list[str] = []
     failing: list[str] = []
     for name in checked:
@@ -174,7 +175,7 @@ def check_mixed_gradient(probe: Probe, drawn: MixedGradient) -> None:
     assume(representable(case, reference.numpy()) and scale < torch.finfo(case.dtype).max / 4)
     grad, detached = probe.mixed_gradient(case, drawn.coefficients)
     if detached:
-        raise _detached(list(detached), case)
+        raise detached_terms(list(detached), case)
     assert_tensor_close(
         grad,
         reference,
@@ -231,7 +232,7 @@ def check_second_order(probe: Probe, drawn: SecondOrderUse) -> None:
     assume(representable(case, (closed * max(abs(v), 1.0)).numpy()))
     seen = probe.second_order(case, name, v)
     if seen.detached:
-        raise _detached([name], case)
+        raise detached_terms([name], case)
     where = f"{name} differentiated with create_graph=True (upstream gradient v = {v!r})"
     if seen.error is not None and not _declines(seen.error):
         raise InvariantViolation(

@@ -4,9 +4,9 @@ script that rebuilds them, the sizes drawn, and the options that bound them."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import torch

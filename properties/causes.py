@@ -343,8 +343,12 @@ def _clip(text: str, width: int = TEXT_WIDTH) -> str:
         return text
     head, colon, rest = text.partition(": ")
     if colon:
-        head = _cut_middle(head, max(width * 2 // 3, width - len(rest) - 2))
-        return head + colon + _cut(rest, width - len(head) - 2)
+        # a short line (long triggers after it) keeps a clause that fits whole: a middle cut
+        # of "token_nll was modified by the call" loses what the rule found
+        kept = len(head) if len(head) + 5 <= width < TEXT_WIDTH // 2 else 0
+        head = _cut_middle(head, max(width * 2 // 3, width - len(rest) - 2, kept))
+        left = width - len(head) - 2
+        return head + colon + (_cut(rest, left) if left >= 8 else "...")
     return _cut(text, width)
 
 

@@ -452,18 +452,19 @@ def _fewer_cells(
     drawn = attempts.last[1]
     if _cut_case(drawn) is None or not isinstance(error, InvariantViolation):
         return error
-    # a size of a description at training size costs a call at that size: a budget of
-    # them (a threshold on B x T is not reached one dimension at a time anyway)
-    budget = SIZE_CUTS if isinstance(_cut_case(drawn), ScaleCase) else math.inf
-    if attempts.budget is not None:  # a bounded shrink: the cuts are calls of its budget
-        budget = min(budget, attempts.budget)
+    # a call at training size costs by its positions: a budget of them, where a call counts
+    # at least CUT_FLOOR (a small failing size is cut all the way, a large one in a few calls)
+    positions = CUT_POSITIONS if isinstance(_cut_case(drawn), ScaleCase) else math.inf
+    # a bounded shrink (a later failure of the run): the cuts are calls of its budget
+    calls = math.inf if attempts.budget is None else attempts.budget
     improved = True
-    while improved and budget > 0:
+    while improved and positions > 0 and calls > 0:
         improved = False
         for smaller in _smaller_values(drawn):
-            if budget <= 0:
+            if positions <= 0 or calls <= 0:
                 break
-            budget -= 1
+            positions -= max(_positions(smaller), CUT_FLOOR)
+            calls -= 1
             if attempts.budget is not None:
                 attempts.budget -= 1
             probe = invariant.probe(implementation, observer)
@@ -483,8 +484,20 @@ def _fewer_cells(
     return error
 
 
-#: the most smaller sizes a failure at training size is tried at (``_fewer_cells``)
-SIZE_CUTS = 40
+#: the positions the size cuts of a failure at training size may call the target on in all
+#: (``_fewer_cells``): 2^23, a few seconds of the references on two cores; a call counts at
+#: least CUT_FLOOR (a call's own cost, whatever its size)
+CUT_POSITIONS = 2**23
+CUT_FLOOR = 2**15
+
+
+def _positions(value: Any) -> int:
+    """The positions the calls of a check on ``value`` take: its case's, twice for a record
+    that calls at two sizes (``size-thresholds``)."""
+    case = _cut_case(value)
+    if not isinstance(case, ScaleCase):
+        return 0
+    return case.batch * case.length * (2 if case is not value else 1)
 
 
 def _cut_case(value: Any) -> Any:

@@ -276,10 +276,10 @@ def check_size_thresholds(probe: Probe, pair: AcrossThreshold) -> None:
         tolerance,
         names=ALL_NAMES,
         scales=magnitudes_at_scale(small),
-        what=f"outputs change when the batch is padded from {small.batch} x {small.length} to "
-        f"{large.batch} x {large.length} (the added rows dropped, the added columns padding: "
-        f"the same valid values; it passes at {small.batch} x {small.length}), on "
-        f"{large.describe()}",
+        what=f"fails at {large.batch} x {large.length}, passes at {small.batch} x "
+        f"{small.length}: outputs change when the batch is padded from {small.batch} x "
+        f"{small.length} to {large.batch} x {large.length} (the added rows dropped, the added "
+        f"columns padding: the same valid values), on {large.describe()}",
         case=large,
     )
 

@@ -138,6 +138,22 @@ def test_a_long_cause_keeps_what_it_is_about_and_what_was_found() -> None:
     assert "zfree_token_nll" in text and "output_2_of_a_long_name" in text
 
 
+def test_a_cause_with_long_triggers_keeps_its_short_clause_whole() -> None:
+    # the triggers of a layout leave a short line for the message: "token_nll was ...
+    # call" lost what the rule found
+    failure = Failure(
+        "token_nll was modified by the call: it held [[3.0, 4.0]] and holds [[3.0, 0.0]]",
+        "",
+        "",
+    )
+    failure.triggers = (
+        "token_nll, zfree_token_nll and mask as a slice with a column stride of 2 and a "
+        "storage offset of 1 of a wider buffer (a contiguous copy of the same values passes)",
+    )
+    text = describe(InvariantResult("inputs-unmodified", "failed", 1, 0.0, failure))
+    assert text.startswith("token_nll was modified by the call: "), text
+
+
 def test_a_trigger_found_on_one_failure_does_not_make_it_the_one_shown() -> None:
     # triggers are looked for on the representative only: the catalogue's first failure
     # of the cause stays shown, and is looked at next

@@ -112,7 +112,9 @@ class Values:
 @dataclass(frozen=True)
 class RowSpan:
     """The valid positions of a row: columns ``start:stop`` (clipped to the row), less every
-    ``hole``-th of them (0: none), none where ``start >= stop`` (a dropped row)."""
+    ``hole``-th of them (0: none), none where ``start >= stop`` (a dropped row). A negative
+    ``start`` counts from the row's end at every size: ``RowSpan(-1)`` is one valid token
+    at the very end, of a row of any length."""
 
     start: int = 0
     stop: int | None = None  # None: the end of the row
@@ -120,7 +122,8 @@ class RowSpan:
 
     def columns(self, length: int) -> tuple[int, int]:
         stop = length if self.stop is None else min(self.stop, length)
-        return min(self.start, length), stop
+        start = max(length + self.start, 0) if self.start < 0 else min(self.start, length)
+        return start, stop
 
     def describe(self, length: int) -> str:
         start, stop = self.columns(length)
@@ -315,7 +318,7 @@ class ScaleCase:
         """The same batch padded to ``batch x length``: the rows added dropped, the columns
         added padding; every valid position holds the value it held (an expanded layout
         becomes contiguous where dropped rows make the rows differ)."""
-        spans = tuple(RowSpan(s.start, s.columns(self.length)[1], s.hole) for s in self.spans)
+        spans = tuple(RowSpan(*s.columns(self.length), s.hole) for s in self.spans)
         if batch == self.batch:
             return replace(self, length=length, spans=spans)
         dropped = self.batch if self.dropped_from is None else self.dropped_from
@@ -375,7 +378,7 @@ def row_spans(draw: st.DrawFn, length: int) -> RowSpan:
     if kind == "left":
         return RowSpan(draw(st.integers(0, length - 1)))
     if kind == "last":
-        return RowSpan(length - 1)
+        return RowSpan(-1)  # the last position at every size the case is cut to
     if kind == "holes":
         return RowSpan(hole=draw(st.integers(2, 17)))
     return RowSpan(0, 0)

@@ -338,7 +338,7 @@ EDGE_CASES = (
             130,
             Values(dense=(3, 0.0, 8.0)),
             Values(dense=(11, 0.1, 6.0)),
-            (RowSpan(), RowSpan(0, 77), RowSpan(100), RowSpan(129), RowSpan(hole=5), RowSpan(0, 0)),
+            (RowSpan(), RowSpan(0, 77), RowSpan(100), RowSpan(-1), RowSpan(hole=5), RowSpan(0, 0)),
             padding=float("nan"),
             config=_config(token_weight_alpha=2.0),
         ),

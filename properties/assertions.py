@@ -129,4 +129,13 @@ def _entries(observed: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor) 
     )
     rows = sorted({index[0] for index in bad.nonzero().tolist()}) if bad.dim() == 2 else []
     at_rows = f" in rows {rows[:8]}{' ...' if len(rows) > 8 else ''}" if rows else ""
-    return f"  differing entries{at_rows}, the first: {shown}"
+    # where every entry is a little off, the one most off is the mistake (a dropped tail)
+    gap = torch.where(bad, (observed - expected).abs().nan_to_num(math.inf), -1.0)
+    worst = list(divmod(int(gap.argmax()), gap.shape[-1])) if gap.dim() == 2 else None
+    most = (
+        f"; the most off: {worst}: {_fmt(float(observed[tuple(worst)]))} (expected "
+        f"{_fmt(float(expected[tuple(worst)]))})"
+        if worst is not None and worst not in where
+        else ""
+    )
+    return f"  differing entries{at_rows}, the first: {shown}{most}"

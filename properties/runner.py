@@ -337,6 +337,13 @@ def run_invariant(
         for named in (*saved, *edge_cases)
         if not isinstance(named.case, (LossCase, ScaleCase)) or domain.admits(named.case)
     )
+    # a record that calls at a second size too (``size-thresholds``) is tried where both fit
+    explicit = tuple(
+        named
+        for named in explicit
+        if not isinstance(padded := getattr(named.value, "padded", None), ScaleCase)
+        or domain.admits(padded)
+    )
     # a saved input this run's domain leaves out (--max-loss, --dtypes) is kept for another
     saved = tuple(named for named in saved if any(named is e for e in explicit))
     attempts = _Attempts(invariant, implementation, observer, bound_shrinking)

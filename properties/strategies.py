@@ -631,7 +631,7 @@ def scale_cases(
     up to ``domain.scale_batch``, B x T up to ``domain.scale_positions``, each around a
     power of two half the time; rows valid in a few patterns; values constant or dense,
     with runs and spikes; any padding value, config, dtype and layout."""
-    length = draw(scale_sizes(1, domain.scale_length))
+    length = draw(scale_sizes(1, min(domain.scale_length, domain.scale_positions)))
     batch = draw(scale_sizes(1, max(1, min(domain.scale_batch, domain.scale_positions // length))))
     max_loss = domain.max_loss
     case = ScaleCase(

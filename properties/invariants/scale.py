@@ -243,16 +243,17 @@ def across_thresholds(draw: st.DrawFn, domain: Domain) -> AcrossThreshold:
     """A case at a cut-over or one below it (a power of two in T from 16, or B at 64, 128 or
     256), and the same values padded one past it."""
     base = draw(scale_cases(domain))
-    batch_cuts = [b for b in BATCH_CUTS if b < domain.scale_batch]
+    batch_cuts = [b for b in BATCH_CUTS if b < domain.scale_batch and b < domain.scale_positions]
     if batch_cuts and draw(st.booleans()):
         cut = draw(st.sampled_from(batch_cuts))
         length = max(1, min(base.length, domain.scale_positions // (cut + 1)))
         small = resized(base, draw(st.sampled_from((cut, cut - 1))), length)
         return AcrossThreshold(small, cut + 1, length)
-    cuts = [n for n in around_powers_of_two(16, domain.scale_length - 1) if n & (n - 1) == 0]
-    cut = draw(st.sampled_from(cuts)) if cuts else max(1, domain.scale_length - 1)
+    longest = min(domain.scale_length, domain.scale_positions)
+    cuts = [n for n in around_powers_of_two(16, longest - 1) if n & (n - 1) == 0]
+    cut = draw(st.sampled_from(cuts)) if cuts else max(1, longest - 1)
     below = max(1, draw(st.sampled_from((cut, cut - 1))))
-    above = min(cut + 1, domain.scale_length)
+    above = min(cut + 1, longest)
     batch = max(1, min(base.batch, domain.scale_positions // above))
     return AcrossThreshold(resized(base, batch, below), batch, above)
 

@@ -181,3 +181,45 @@ def test_a_failure_on_a_named_device_rebuilds_its_input_there(tmp_path) -> None:
         [sys.executable, str(tmp_path / "repro.py")], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "bound"),
+    [("max_positions", lambda b, t: b * t <= 1024), ("max_length", lambda b, t: t <= 1024)],
+    ids=["max_positions", "max_length"],
+)
+def test_every_call_of_the_scale_group_keeps_within_the_sizes_given(option: str, bound) -> None:
+    # a kernel that supports only some sizes says so: no call, edge case, threshold pair or
+    # bracket of the group may go past it (--max-positions once let T run to 65535 alone)
+    from properties.default_target import reconstruction_losses
+
+    shapes: list[tuple[int, int]] = []
+
+    def recording(token_nll, zfree_token_nll, mask, config):
+        shapes.append(tuple(token_nll.shape))
+        return reconstruction_losses(token_nll, zfree_token_nll, mask, config)
+
+    options = dict(max_alpha=math.inf, max_loss=1e4, dtypes="float64,float32,bfloat16,float16")
+    domain = domain_from(**options, device="cpu", **{option: 1024})
+    for invariant in ("oracle-agreement-at-scale", "output-gradients-at-scale", "size-thresholds"):
+        result = run_invariant(
+            by_id(invariant), recording, target="t", settings=profile_settings("ci"),
+            domain=domain, seed=0,
+        )  # fmt: skip
+        assert result.status == "passed", result.failure and result.failure.message
+    assert shapes and all(bound(*shape) for shape in shapes), max(shapes, key=lambda s: s[0] * s[1])
+
+
+def test_a_large_gradient_shows_the_entry_most_off_beside_the_first() -> None:
+    # every entry of a row a little off (n_i read as 1024) hides the one that is 0 (a tail
+    # tile dropped): the report names it
+    from properties.assertions import assert_tensor_close
+    from properties.invariant import InvariantViolation
+    from properties.tolerances import Tolerance
+
+    expected = torch.full((1, 1025), 1 / 1025, dtype=torch.float64)
+    observed = torch.full((1, 1025), 1 / 1024, dtype=torch.float64)
+    observed[0, 1024] = 0.0
+    with pytest.raises(InvariantViolation) as raised:
+        assert_tensor_close(observed, expected, Tolerance(1e-12), what="d R/dl")
+    assert "the most off: [0, 1024]: 0 (expected 0.000975609756)" in str(raised.value)

@@ -25,6 +25,17 @@ from properties.zoo import wrong
 SMALL = Domain(scale_length=300, scale_batch=70, scale_positions=4096)
 
 
+def _checked(invariant_id: str, name: str, **options):
+    """``invariant_id`` run on the wrong implementation ``name`` of the zoo, ci profile."""
+    return run_invariant(
+        by_id(invariant_id),
+        getattr(wrong, name),
+        target=f"properties.zoo.wrong:{name}",
+        settings=profile_settings("ci"),
+        **options,
+    )
+
+
 def _built(lines: list[str]) -> dict:
     scope: dict = {"torch": torch}
     exec("from properties.layouts import lay_out\n" + "\n".join(lines), scope)
@@ -100,13 +111,7 @@ def test_the_sizes_given_bound_what_is_drawn() -> None:
 
 
 def test_a_failure_at_scale_names_the_size_it_starts_at() -> None:
-    result = run_invariant(
-        by_id("oracle-agreement-at-scale"),
-        wrong.tail_tile_dropped,
-        target="properties.zoo.wrong:tail_tile_dropped",
-        settings=profile_settings("ci"),
-        seed=1,
-    )
+    result = _checked("oracle-agreement-at-scale", "tail_tile_dropped", seed=1)
     assert result.status == "failed" and result.failure is not None
     message = result.failure.message
     assert message.startswith("fails at 1 x 65, passes at 1 x 64"), message
@@ -117,13 +122,7 @@ def test_a_failure_at_scale_names_the_size_it_starts_at() -> None:
 
 
 def test_the_script_of_a_failure_at_scale_runs_and_shows_it(tmp_path) -> None:
-    result = run_invariant(
-        by_id("oracle-agreement-at-scale"),
-        wrong.int16_counts,
-        target="properties.zoo.wrong:int16_counts",
-        settings=profile_settings("ci"),
-        seed=2,
-    )
+    result = _checked("oracle-agreement-at-scale", "int16_counts", seed=2)
     assert result.failure is not None
     script = tmp_path / "repro.py"
     script.write_text(result.failure.reproduction)
@@ -164,14 +163,7 @@ def test_the_scale_inputs_are_made_on_the_device_named(data: st.DataObject) -> N
 
 
 def test_a_failure_on_a_named_device_rebuilds_its_input_there(tmp_path) -> None:
-    result = run_invariant(
-        by_id("oracle-agreement-at-scale"),
-        wrong.tail_tile_dropped,
-        target="properties.zoo.wrong:tail_tile_dropped",
-        settings=profile_settings("ci"),
-        domain=ON_DEVICE,
-        seed=1,
-    )
+    result = _checked("oracle-agreement-at-scale", "tail_tile_dropped", domain=ON_DEVICE, seed=1)
     assert result.failure is not None
     assert result.failure.message.startswith("fails at 1 x 65, passes at 1 x 64")
     script = result.failure.reproduction

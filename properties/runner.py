@@ -138,8 +138,9 @@ class Failure:
 
     @property
     def shape(self) -> tuple[int, int] | None:
-        """``(B, T)`` of the shown input (the largest, for an input of several batches)."""
-        cases = [*cases_in(self.shown), *scale_cases_in(self.shown)]
+        """``(B, T)`` of the shown input (the largest, for an input of several batches; the
+        size below the crossing, for a record of two sizes)."""
+        cases = [*cases_in(self.shown), *scale_cases_in(self.shown)[:1]]
         return max((case.shape for case in cases), key=lambda s: s[0] * s[1]) if cases else None
 
 
@@ -332,17 +333,14 @@ def run_invariant(
     edge_cases = tuple(  # written for the CPU: made where the run's inputs are
         replace(named, value=on_device(named.value, domain.device)) for named in invariant.examples
     )
-    explicit = tuple(
+    explicit = tuple(  # a record of two sizes (``size-thresholds``) where both fit
         named
         for named in (*saved, *edge_cases)
-        if not isinstance(named.case, (LossCase, ScaleCase)) or domain.admits(named.case)
-    )
-    # a record that calls at a second size too (``size-thresholds``) is tried where both fit
-    explicit = tuple(
-        named
-        for named in explicit
-        if not isinstance(padded := getattr(named.value, "padded", None), ScaleCase)
-        or domain.admits(padded)
+        if all(
+            domain.admits(case)
+            for case in ([named.case] if isinstance(named.case, LossCase) else [])
+            + scale_cases_in(named.value)
+        )
     )
     # a saved input this run's domain leaves out (--max-loss, --dtypes) is kept for another
     saved = tuple(named for named in saved if any(named is e for e in explicit))
@@ -462,16 +460,17 @@ def _fewer_cells(
     # a call at training size costs by its positions: a budget of them, where a call counts
     # at least CUT_FLOOR (a small failing size is cut all the way, a large one in a few calls)
     positions = CUT_POSITIONS if isinstance(_cut_case(drawn), ScaleCase) else math.inf
-    # a bounded shrink (a later failure of the run): the cuts are calls of its budget
-    calls = math.inf if attempts.budget is None else attempts.budget
+
+    def spent() -> bool:  # a bounded shrink (a later failure): the cuts count against it
+        return positions <= 0 or (attempts.budget is not None and attempts.budget <= 0)
+
     improved = True
-    while improved and positions > 0 and calls > 0:
+    while improved and not spent():
         improved = False
         for smaller in _smaller_values(drawn):
-            if positions <= 0 or calls <= 0:
+            if spent():
                 break
             positions -= max(_positions(smaller), CUT_FLOOR)
-            calls -= 1
             if attempts.budget is not None:
                 attempts.budget -= 1
             probe = invariant.probe(implementation, observer)

@@ -336,8 +336,10 @@ def _order(size: int) -> list[int]:
 
 
 def scale_cases_in(value: object) -> list[ScaleCase]:
-    """The ``ScaleCase`` an input is, or holds as its ``case`` (a record of two sizes)."""
-    return [c for c in (value, getattr(value, "case", None)) if isinstance(c, ScaleCase)]
+    """The ``ScaleCase`` an input is, or the ones a record of two sizes calls at: its
+    ``case``, then its ``padded`` one."""
+    found = (value, getattr(value, "case", None), getattr(value, "padded", None))
+    return [c for c in found if isinstance(c, ScaleCase)]
 
 
 # ---------------------------------------------------------------------------------------

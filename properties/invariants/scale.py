@@ -293,7 +293,7 @@ def _threshold_bracket(
 ) -> InvariantViolation | None:
     """Where the case below the threshold already fails, its size, as the oracle comparison
     at scale says it; a change across the threshold says both sizes already."""
-    if violation.case != pair.case:
+    if violation.case is not pair.case:
         return None
     return _SMALL_AGREES(probe, pair.case, violation)
 

@@ -176,11 +176,18 @@ def test_a_failure_on_a_named_device_rebuilds_its_input_there(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("option", "bound"),
-    [("max_positions", lambda b, t: b * t <= 1024), ("max_length", lambda b, t: t <= 1024)],
-    ids=["max_positions", "max_length"],
+    ("option", "size", "bound"),
+    [
+        ("max_positions", 1024, lambda b, t: b * t <= 1024),
+        ("max_length", 1024, lambda b, t: t <= 1024),
+        # the threshold pair 2 x 32767 fits, its padded 2 x 32769 does not
+        ("max_positions", 2**16, lambda b, t: b * t <= 2**16),
+    ],
+    ids=["max_positions", "max_length", "max_positions_2^16"],
 )
-def test_every_call_of_the_scale_group_keeps_within_the_sizes_given(option: str, bound) -> None:
+def test_every_call_of_the_scale_group_keeps_within_the_sizes_given(
+    option: str, size: int, bound
+) -> None:
     # a kernel that supports only some sizes says so: no call, edge case, threshold pair or
     # bracket of the group may go past it (--max-positions once let T run to 65535 alone)
     from properties.default_target import reconstruction_losses
@@ -192,7 +199,7 @@ def test_every_call_of_the_scale_group_keeps_within_the_sizes_given(option: str,
         return reconstruction_losses(token_nll, zfree_token_nll, mask, config)
 
     options = dict(max_alpha=math.inf, max_loss=1e4, dtypes="float64,float32,bfloat16,float16")
-    domain = domain_from(**options, device="cpu", **{option: 1024})
+    domain = domain_from(**options, device="cpu", **{option: size})
     for invariant in ("oracle-agreement-at-scale", "output-gradients-at-scale", "size-thresholds"):
         result = run_invariant(
             by_id(invariant), recording, target="t", settings=profile_settings("ci"),
@@ -215,3 +222,48 @@ def test_a_large_gradient_shows_the_entry_most_off_beside_the_first() -> None:
     with pytest.raises(InvariantViolation) as raised:
         assert_tensor_close(observed, expected, Tolerance(1e-12), what="d R/dl")
     assert "the most off: [0, 1024]: 0 (expected 0.000975609756)" in str(raised.value)
+
+
+def test_a_row_valid_at_its_end_stays_so_at_every_size() -> None:
+    assert [RowSpan(-1).columns(t) for t in (1, 64, 65537)] == [(0, 1), (63, 64), (65536, 65537)]
+    case = ScaleCase(2, 100, spans=(RowSpan(-1),))
+    assert [c.shape for c in case.smaller()][:2] == [(2, 50), (1, 100)]
+    assert all(bool(c.tensors()[2][:, -1].all()) for c in case.smaller())
+
+
+def test_simpler_descriptions_keep_the_size_and_change_one_part() -> None:
+    case = ScaleCase(
+        3, 70, Values(2.0, dense=(1, 0.0, 2.0), spikes=((0, 3, 9.0),)), Values(0.5),
+        spans=(RowSpan(5), RowSpan(0, 9)), layouts=("transposed",) * 3,
+    )  # fmt: skip
+    found = case.simpler()
+    assert [c.token_nll for c in found[:1]] == [Values(2.0)]
+    assert found[1].zfree_token_nll == Values()
+    assert found[2].spans == (RowSpan(),) and found[3].layouts == ("contiguous",) * 3
+    assert all(c.shape == case.shape for c in found)
+    assert ScaleCase(1, 9).simpler() == []
+
+
+def test_the_bracket_keeps_only_the_call_that_passes_in_the_script() -> None:
+    from properties.invariant import InvariantViolation
+    from properties.invariants.scale import said_against_smaller
+    from properties.target import Probe
+
+    def check(probe: Probe, case: ScaleCase) -> None:
+        probe.calls.append(case.shape)  # a call, as the probe records it
+        if case.batch > 1:
+            raise InvariantViolation("off")
+
+    probe = Probe(lambda *args: None)
+    said = said_against_smaller(check)(probe, ScaleCase(2, 65), InvariantViolation("off"))
+    assert str(said).startswith("fails at 2 x 65, passes at 1 x 65: off")
+    assert probe.calls == [(1, 65)]  # 2 x 64 failed too: it says nothing, and is not shown
+
+
+def test_the_magnitudes_are_the_outputs_where_no_loss_is_negative() -> None:
+    from properties.invariants.scale import _cpu_tensors, magnitudes_at_scale
+    from spec.array_oracle import output_magnitudes
+
+    for low in (0.0, -3.0):
+        case = ScaleCase(3, 70, Values(dense=(1, low, 2.0)), Values(dense=(2, 0.5, 2.0)))
+        assert magnitudes_at_scale(case) == output_magnitudes(*_cpu_tensors(case), case.config)
